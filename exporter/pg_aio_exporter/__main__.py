@@ -1,0 +1,5 @@
+import sys
+
+from pg_aio_exporter.cli import main
+
+sys.exit(main())

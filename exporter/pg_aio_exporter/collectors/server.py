@@ -1,0 +1,41 @@
+"""Server facts: version, postmaster start, and whether the AIO views exist."""
+
+from __future__ import annotations
+
+from pg_aio_exporter.collectors import Row
+from pg_aio_exporter.metricset import MetricSet
+
+PG18 = 180000
+
+SQL = (
+    "SELECT current_setting('server_version') AS version,"
+    " current_setting('server_version_num')::int AS version_num,"
+    " extract(epoch FROM pg_postmaster_start_time())::float8 AS start_time"
+)
+
+
+class ServerCollector:
+    name = "server"
+
+    def query(self, version_num: int) -> str | None:
+        return SQL
+
+    def collect(self, rows: list[Row], out: MetricSet) -> None:
+        row = rows[0]
+        out.gauge(
+            "pg_server_info",
+            "PostgreSQL server version.",
+            1.0,
+            version=row["version"],
+            version_num=str(row["version_num"]),
+        )
+        out.gauge(
+            "pg_postmaster_start_time_seconds",
+            "Postmaster start time, epoch seconds.",
+            row["start_time"],
+        )
+        out.gauge(
+            "pg_aio_supported",
+            "1 when the server has asynchronous I/O (PG 18+).",
+            1.0 if row["version_num"] >= PG18 else 0.0,
+        )

@@ -1,0 +1,192 @@
+"""Configuration: command-line DSN or a YAML file -> a validated list of targets.
+
+Everything here fails with ConfigError, whose message is one line that never contains a
+password: the CLI turns it into exit code 2.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import yaml
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from pg_aio_exporter.redact import scrub
+
+APPLICATION_NAME = "pg_aio_exporter"
+DEFAULT_TARGET = "default"
+
+# Labels the exporter itself puts on series; extra labels from the config must not shadow them.
+RESERVED_LABELS = frozenset(
+    {
+        "target",
+        "backend_type",
+        "object",
+        "context",
+        "collector",
+        "kind",
+        "name",
+        "version",
+        "version_num",
+        "io_method",
+        "wait_event_type",
+        "wait_event",
+        "state",
+        "operation",
+        "le",
+        "python_version",
+    }
+)
+_LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class ConfigError(Exception):
+    """A configuration problem the user must fix; str() is one printable line."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One monitored PostgreSQL server."""
+
+    name: str
+    conninfo: str = field(repr=False)  # may hold a password: never log or print it
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def address(self) -> str:
+        """host:port/dbname, safe to log."""
+        params = conninfo_to_dict(self.conninfo)
+        host = params.get("host") or params.get("hostaddr") or "localhost"
+        return f"{host}:{params.get('port') or 5432}/{params.get('dbname') or ''}"
+
+    @property
+    def password(self) -> str | None:
+        value = conninfo_to_dict(self.conninfo).get("password")
+        return str(value) if value else None
+
+
+def parse_duration(text: str, *, what: str) -> float:
+    """Go-style durations ("30s", "1m30s", "500ms") or plain seconds -> seconds."""
+    text = text.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        parts = _DURATION_RE.findall(text)
+        if not parts or "".join(n + u for n, u in parts) != text:
+            raise ConfigError(f"invalid {what} {text!r}: use e.g. 30s, 1m, 500ms") from None
+        seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+    if seconds <= 0:
+        raise ConfigError(f"invalid {what} {text!r}: must be positive")
+    return seconds
+
+
+def normalize_dsn(dsn: str, *, password: str | None = None) -> str:
+    """Validate a DSN (key=value or URI) and add the exporter's connection defaults."""
+    dsn = dsn.strip()
+    if not dsn:
+        raise ConfigError("empty DSN")
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        # libpq quotes the offending fragment, which may be the password: scrub it.
+        message = str(exc).strip().splitlines()[0]
+        raise ConfigError(f"invalid DSN: {scrub(message, dsn)}") from None
+    extra: dict[str, Any] = {}
+    if password is not None:
+        extra["password"] = password
+    if "application_name" not in params:
+        extra["application_name"] = APPLICATION_NAME
+    if "connect_timeout" not in params:
+        extra["connect_timeout"] = 5
+    return make_conninfo(dsn, **extra)
+
+
+def target_from_dsn(dsn: str) -> Target:
+    return Target(name=DEFAULT_TARGET, conninfo=normalize_dsn(dsn))
+
+
+def _read_secret_file(path: Any, *, what: str, target: str) -> str:
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"target {target!r}: {what} must be a file path")
+    try:
+        return Path(path).read_text().strip()
+    except OSError as exc:
+        raise ConfigError(f"target {target!r}: cannot read {what} {path}: {exc.strerror}") from None
+
+
+def _target_from_mapping(item: Any, index: int) -> Target:
+    if not isinstance(item, dict):
+        raise ConfigError(f"targets[{index}] must be a mapping with name and dsn")
+    unknown = set(item) - {"name", "dsn", "dsn_file", "password_file", "labels"}
+    if unknown:
+        raise ConfigError(f"targets[{index}]: unknown key(s) {', '.join(sorted(unknown))}")
+    name = item.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"targets[{index}]: name is required")
+    if ("dsn" in item) == ("dsn_file" in item):
+        raise ConfigError(f"target {name!r}: give exactly one of dsn or dsn_file")
+    if "dsn" in item:
+        dsn = item["dsn"]
+        if not isinstance(dsn, str):
+            raise ConfigError(f"target {name!r}: dsn must be a string")
+    else:
+        dsn = _read_secret_file(item["dsn_file"], what="dsn_file", target=name)
+    password = None
+    if "password_file" in item:
+        password = _read_secret_file(item["password_file"], what="password_file", target=name)
+    try:
+        conninfo = normalize_dsn(dsn, password=password)
+    except ConfigError as exc:
+        raise ConfigError(f"target {name!r}: {exc}") from None
+    return Target(name=name, conninfo=conninfo, labels=_labels(item.get("labels"), name))
+
+
+def _labels(labels: Any, target: str) -> dict[str, str]:
+    if labels is None:
+        return {}
+    if not isinstance(labels, dict):
+        raise ConfigError(f"target {target!r}: labels must be a mapping")
+    for key, value in labels.items():
+        if not isinstance(key, str) or not _LABEL_RE.match(key) or key.startswith("__"):
+            raise ConfigError(f"target {target!r}: invalid label name {key!r}")
+        if key in RESERVED_LABELS:
+            raise ConfigError(f"target {target!r}: label {key!r} is reserved by the exporter")
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise ConfigError(f"target {target!r}: label {key!r} must be a string")
+    return {k: str(v) for k, v in sorted(labels.items())}
+
+
+def load_config(path: str) -> list[Target]:
+    """Read a YAML file: {targets: [{name, dsn | dsn_file, password_file?, labels?}, ...]}."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path} is not UTF-8 text") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where is not None else ""
+        raise ConfigError(f"config file {path} is not valid YAML{line}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("targets"), list):
+        raise ConfigError(f"config file {path}: expected a mapping with a 'targets' list")
+    unknown = set(document) - {"targets"}
+    if unknown:
+        keys = ", ".join(sorted(map(str, unknown)))
+        raise ConfigError(f"config file {path}: unknown key(s) {keys}")
+    targets = [_target_from_mapping(item, i) for i, item in enumerate(document["targets"])]
+    if not targets:
+        raise ConfigError(f"config file {path}: no targets")
+    names = [t.name for t in targets]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(f"config file {path}: duplicate target name(s) {', '.join(duplicates)}")
+    return targets

@@ -1,0 +1,91 @@
+"""HTTP: /metrics from memory, a landing page, and /healthz. Never touches PostgreSQL."""
+
+from __future__ import annotations
+
+import html
+import socket
+import threading
+from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+from pg_aio_exporter import __version__
+from pg_aio_exporter.config import ConfigError, Target
+from pg_aio_exporter.exposition import Exposition
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def parse_listen_address(address: str) -> tuple[str, int]:
+    """':9188', '127.0.0.1:9188', '[::1]:9188' -> (host, port); '' host = all interfaces."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"invalid --web.listen-address {address!r}: use [host]:port")
+    return host.strip("[]"), int(port)
+
+
+def landing_page(targets: Sequence[Target], metrics_path: str) -> bytes:
+    rows = "".join(f"<li>{html.escape(t.name)}: {html.escape(t.address)}</li>" for t in targets)
+    return (
+        "<!doctype html><html><head><title>pg_aio_exporter</title></head><body>"
+        f"<h1>pg_aio_exporter {__version__}</h1>"
+        "<p>PostgreSQL asynchronous I/O exporter.</p>"
+        f'<p><a href="{html.escape(metrics_path)}">Metrics</a> · <a href="/healthz">Health</a></p>'
+        f"<h2>Targets</h2><ul>{rows}</ul></body></html>"
+    ).encode()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    exposition: Exposition
+    metrics_path: str
+    landing: bytes
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path
+        if path == self.server.metrics_path:
+            body = self.server.exposition.body
+            if "gzip" in self.headers.get("Accept-Encoding", ""):
+                self._send(200, CONTENT_TYPE, body.gzipped, encoding="gzip")
+            else:
+                self._send(200, CONTENT_TYPE, body.plain)
+        elif path == "/":
+            self._send(200, "text/html; charset=utf-8", self.server.landing)
+        elif path == "/healthz":
+            self._send(200, "text/plain; charset=utf-8", b"ok\n")
+        else:
+            self._send(404, "text/plain; charset=utf-8", b"not found\n")
+
+    def _send(self, status: int, content_type: str, body: bytes, encoding: str = "") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        if encoding:
+            self.send_header("Content-Encoding", encoding)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # access logs would be one line per scrape
+
+
+def serve(
+    address: tuple[str, int], exposition: Exposition, targets: Sequence[Target], metrics_path: str
+) -> ThreadingHTTPServer:
+    """Bind and serve in a background thread; raises OSError when the port is taken."""
+    server_class = _Server6 if ":" in address[0] else _Server
+    server = server_class(address, _Handler)
+    server.exposition = exposition
+    server.metrics_path = metrics_path
+    server.landing = landing_page(targets, metrics_path)
+    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+    return server

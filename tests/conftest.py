@@ -1,0 +1,33 @@
+"""Session-wide real servers: one PostgreSQL 18 with a table 4x shared_buffers."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from pg_aio_exporter.demo.server import LocalServer
+from pg_aio_exporter.demo.workload import create_table
+
+SMALL_BUFFERS = {"shared_buffers": "16MB", "track_io_timing": "on"}
+TABLE_MB = 64
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Every test is either pure logic or talks to real servers; unmarked means integration.
+    for item in items:
+        if not any(item.iter_markers("unit")):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.fixture(scope="session")
+def pg18() -> Iterator[LocalServer]:
+    server = LocalServer.create(settings={**SMALL_BUFFERS, "io_method": "worker"})
+    server.start()
+    create_table(server.dsn(), TABLE_MB)
+    yield server
+    server.destroy()
