@@ -97,6 +97,9 @@ def normalize_dsn(dsn: str, *, password: str | None = None) -> str:
         # libpq quotes the offending fragment, which may be the password: scrub it.
         message = str(exc).strip().splitlines()[0]
         raise ConfigError(f"invalid DSN: {scrub(message, dsn)}") from None
+    port = str(params.get("port") or "")
+    if port and not all(p.strip().isdigit() for p in port.split(",")):
+        raise ConfigError(f"invalid DSN: port {scrub(port, dsn)!r} is not a number")
     extra: dict[str, Any] = {}
     if password is not None:
         extra["password"] = password

@@ -1,0 +1,103 @@
+"""Bad configuration: one line on stderr naming the problem, exit code 2, no password."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+SECRET = "hunter2-Sekr1t"
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pg_aio_exporter", *args],
+        capture_output=True, text=True, timeout=30, check=False,
+        env={"PATH": "/usr/bin:/bin", **(env or {})},
+    )
+
+
+def assert_config_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert result.returncode == 2, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("pg-aio-exporter: error: ")
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    assert SECRET not in result.stderr + result.stdout
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_unknown_flag():
+    assert_config_error(run("--dsn", "host=x", "--no-such-flag"), "--no-such-flag")
+
+
+def test_no_source():
+    assert_config_error(run(), "DATA_SOURCE_NAME")
+
+
+@pytest.mark.parametrize(
+    ("dsn", "needle"),
+    [
+        (f"host=db password={SECRET} sslmode", "invalid DSN"),
+        (f"host=db password='{SECRET}", "unterminated"),
+        (f"bogus=1 password={SECRET}", "bogus"),
+        (f"postgresql://app:{SECRET}@db:notaport/x", "port"),
+    ],
+)
+def test_invalid_dsn(dsn: str, needle: str):
+    assert_config_error(run("--dsn", dsn), needle)
+    assert_config_error(run(env={"DATA_SOURCE_NAME": dsn}), needle)
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("targets: [name: a\n", "not valid YAML at line"),
+        ("- just a list\n", "'targets' list"),
+        ("targets: []\n", "no targets"),
+        ("targets:\n  - name: a\n", "exactly one of dsn or dsn_file"),
+        ("targets:\n  - dsn: host=x\n", "name is required"),
+        ("targets:\n  - {name: a, dsn: host=x, colour: red}\n", "colour"),
+        ("targets:\n  - {name: a, dsn: host=x}\n  - {name: a, dsn: host=y}\n", "duplicate"),
+        ("targets:\n  - {name: a, dsn: host=x, labels: {target: x}}\n", "reserved"),
+        ("targets:\n  - {name: a, dsn: host=x, labels: {'bad-name': x}}\n", "invalid label"),
+        (f"targets:\n  - {{name: a, dsn: 'host=x password={SECRET} oops'}}\n", "target 'a'"),
+        ("targets:\n  - {name: a, dsn_file: /nonexistent/dsn}\n", "cannot read dsn_file"),
+        ("targets:\n  - {name: a, dsn: host=x, password_file: /nonexistent}\n", "password_file"),
+    ],
+)
+def test_malformed_config(tmp_path: Path, text: str, needle: str):
+    assert_config_error(run("--config", write(tmp_path, text)), needle)
+
+
+def test_missing_config_file():
+    assert_config_error(run("--config", "/nonexistent/pg_aio.yaml"), "/nonexistent/pg_aio.yaml")
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--poll-interval", "soon"),
+        ("--poll-interval", "-5s"),
+        ("--web.listen-address", "nocolon"),
+        ("--log.level", "loud"),
+        ("--log.format", "xml"),
+    ],
+)
+def test_bad_flag_values(flag: str, value: str):
+    assert_config_error(run("--dsn", "host=x", flag, value), flag)
+
+
+def test_version():
+    result = run("--version")
+    assert result.returncode == 0
+    assert result.stdout.startswith("pg-aio-exporter ")

@@ -1,0 +1,117 @@
+"""Pure logic: interval math, scheduling, unit conversion, redaction, log format."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from pg_aio_exporter.collectors.settings import setting_value
+from pg_aio_exporter.config import ConfigError, parse_duration
+from pg_aio_exporter.intervals import ReadCounters, Snapshot, interval_reads
+from pg_aio_exporter.logs import JsonFormatter, LogfmtFormatter
+from pg_aio_exporter.redact import scrub
+from pg_aio_exporter.worker import next_tick
+
+pytestmark = pytest.mark.unit
+KEY = ("client backend", "relation", "bulkread")
+
+
+def snap(reads: float, nbytes: float, ms: float, hits: float, *, reset: float = 1.0,
+         start: float = 10.0, timing: bool = True) -> Snapshot:
+    return Snapshot({KEY: ReadCounters(reads, nbytes, ms, hits)}, reset, start, timing)
+
+
+def test_interval_values():
+    got = interval_reads(snap(10, 81920, 5.0, 100), snap(30, 81920 + 20 * 131072, 45.0, 160))
+    iv = got[KEY]
+    assert iv.latency_seconds == pytest.approx(0.040 / 20)
+    assert iv.seconds_per_byte == pytest.approx(0.040 / (20 * 131072))
+    assert iv.size_bytes == 131072
+    assert iv.hit_ratio == pytest.approx(60 / 80)
+
+
+@pytest.mark.parametrize(
+    "cur",
+    [
+        snap(10, 81920, 5.0, 200),  # no reads in the interval
+        snap(30, 200000, 45.0, 160, reset=2.0),  # stats reset in between
+        snap(30, 200000, 45.0, 160, start=11.0),  # server restarted in between
+        snap(5, 40960, 1.0, 50),  # counters went backwards without a reset time
+    ],
+)
+def test_interval_undefined(cur: Snapshot):
+    assert interval_reads(snap(10, 81920, 5.0, 100), cur) == {}
+
+
+def test_interval_without_previous_poll():
+    assert interval_reads(None, snap(10, 81920, 5.0, 100)) == {}
+
+
+def test_latency_needs_timing_on_both_ends():
+    iv = interval_reads(snap(10, 81920, 5.0, 100, timing=False), snap(30, 245760, 45.0, 160))[KEY]
+    assert iv.latency_seconds is None and iv.seconds_per_byte is None
+    assert iv.size_bytes == 8192
+
+
+@pytest.mark.parametrize(
+    ("deadline", "interval", "now", "expected"),
+    [(0.0, 1.0, 0.5, (1.0, 0)), (0.0, 1.0, 1.0, (2.0, 1)), (0.0, 1.0, 3.2, (4.0, 3))],
+)
+def test_next_tick(deadline: float, interval: float, now: float, expected: tuple[float, int]):
+    assert next_tick(deadline, interval, now) == expected
+
+
+@pytest.mark.parametrize(
+    ("setting", "unit", "vartype", "value"),
+    [("16", "8kB", "integer", 131072), ("2048", "8kB", "integer", 16 * 1024 * 1024),
+     ("on", None, "bool", 1), ("off", None, "bool", 0), ("3", None, "integer", 3),
+     ("64", "kB", "integer", 65536), ("1", "MB", "integer", 1048576)],
+)
+def test_setting_value(setting: str, unit: str | None, vartype: str, value: float):
+    assert setting_value(setting, unit, vartype) == value
+
+
+@pytest.mark.parametrize(("text", "seconds"),
+                         [("30s", 30), ("1m30s", 90), ("500ms", 0.5), ("2", 2), ("1h", 3600)])
+def test_parse_duration(text: str, seconds: float):
+    assert parse_duration(text, what="x") == seconds
+
+
+@pytest.mark.parametrize("text", ["", "5 s", "1x", "0s", "-1", "s"])
+def test_parse_duration_rejects(text: str):
+    with pytest.raises(ConfigError):
+        parse_duration(text, what="x")
+
+
+@pytest.mark.parametrize(
+    ("message", "dsn"),
+    [
+        ('failed for "host=db password=s3cr3t"', "host=db password=s3cr3t"),
+        ("postgresql://u:s3cr3t@db/x refused", "postgresql://u:s3cr3t@db/x"),
+        ("missing = after s3cr3t", "host=db password='s3cr3t"),
+    ],
+)
+def test_scrub(message: str, dsn: str):
+    assert "s3cr3t" not in scrub(message, dsn=dsn)
+
+
+def test_scrub_bare_password_and_shapes():
+    assert "pw1" not in scrub("the pw1 leaked", password="pw1")
+    assert "zz" not in scrub("conninfo password=zz host=a")
+
+
+def _record(**extra: object) -> logging.LogRecord:
+    record = logging.makeLogRecord({"msg": "poll failed", "levelname": "ERROR", **extra})
+    return record
+
+
+def test_logfmt_quotes_values():
+    line = LogfmtFormatter().format(_record(target="a b", err='say "hi"'))
+    assert 'level=error msg="poll failed" target="a b" err="say \\"hi\\""' in line
+
+
+def test_json_log():
+    doc = json.loads(JsonFormatter().format(_record(target="x")))
+    assert doc["level"] == "error" and doc["target"] == "x" and doc["msg"] == "poll failed"
