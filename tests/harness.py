@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import psycopg
-from pg_aio_exporter.demo.server import free_port
 from prometheus_client.parser import text_string_to_metric_families
+
+from pg_aio_exporter.demo.server import free_port
 
 T = TypeVar("T")
 Labels = frozenset[tuple[str, str]]

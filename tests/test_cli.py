@@ -15,7 +15,10 @@ SECRET = "hunter2-Sekr1t"
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pg_aio_exporter", *args],
-        capture_output=True, text=True, timeout=30, check=False,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
         env={"PATH": "/usr/bin:/bin", **(env or {})},
     )
 

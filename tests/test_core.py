@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+
 from harness import OBSERVER, Exporter, flush_stats, labels, observer, parse, pg_stat_io, wait_for
 from pg_aio_exporter.collectors.pg_stat_io import COLUMNS
 from pg_aio_exporter.demo.server import LocalServer

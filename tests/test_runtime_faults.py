@@ -9,8 +9,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from harness import Exporter, labels, wait_for
 
+from harness import Exporter, labels, wait_for
 from pg_aio_exporter.demo.server import LocalServer, free_port
 
 RIGHT = "R1ght-Passw0rd-xyz"
@@ -35,7 +35,8 @@ def assert_failing(exp: Exporter, kind: str) -> str:
     key = labels(target="default", collector="connection", kind=kind)
     wait_for(
         lambda: exp.scrape().get("pg_aio_exporter_poll_errors_total", {}).get(key, 0) >= 3,
-        30, f"three {kind} errors",
+        30,
+        f"three {kind} errors",
     )
     samples = exp.scrape()
     assert samples["pg_up"][labels(target="default")] == 0

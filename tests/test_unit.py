@@ -18,8 +18,16 @@ pytestmark = pytest.mark.unit
 KEY = ("client backend", "relation", "bulkread")
 
 
-def snap(reads: float, nbytes: float, ms: float, hits: float, *, reset: float = 1.0,
-         start: float = 10.0, timing: bool = True) -> Snapshot:
+def snap(
+    reads: float,
+    nbytes: float,
+    ms: float,
+    hits: float,
+    *,
+    reset: float = 1.0,
+    start: float = 10.0,
+    timing: bool = True,
+) -> Snapshot:
     return Snapshot({KEY: ReadCounters(reads, nbytes, ms, hits)}, reset, start, timing)
 
 
@@ -65,16 +73,23 @@ def test_next_tick(deadline: float, interval: float, now: float, expected: tuple
 
 @pytest.mark.parametrize(
     ("setting", "unit", "vartype", "value"),
-    [("16", "8kB", "integer", 131072), ("2048", "8kB", "integer", 16 * 1024 * 1024),
-     ("on", None, "bool", 1), ("off", None, "bool", 0), ("3", None, "integer", 3),
-     ("64", "kB", "integer", 65536), ("1", "MB", "integer", 1048576)],
+    [
+        ("16", "8kB", "integer", 131072),
+        ("2048", "8kB", "integer", 16 * 1024 * 1024),
+        ("on", None, "bool", 1),
+        ("off", None, "bool", 0),
+        ("3", None, "integer", 3),
+        ("64", "kB", "integer", 65536),
+        ("1", "MB", "integer", 1048576),
+    ],
 )
 def test_setting_value(setting: str, unit: str | None, vartype: str, value: float):
     assert setting_value(setting, unit, vartype) == value
 
 
-@pytest.mark.parametrize(("text", "seconds"),
-                         [("30s", 30), ("1m30s", 90), ("500ms", 0.5), ("2", 2), ("1h", 3600)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("30s", 30), ("1m30s", 90), ("500ms", 0.5), ("2", 2), ("1h", 3600)]
+)
 def test_parse_duration(text: str, seconds: float):
     assert parse_duration(text, what="x") == seconds
 
