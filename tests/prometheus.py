@@ -1,0 +1,93 @@
+"""A real Prometheus (Debian's package) as a plain process on 127.0.0.1, for end-to-end tests."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness import wait_for
+from pg_aio_exporter.demo.server import free_port
+
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+
+
+class Prometheus:
+    """Scrapes `targets` (host:port) every `interval` and evaluates `rule_files` as often."""
+
+    def __init__(
+        self, targets: Sequence[str], rule_files: Sequence[Path] = (), interval: str = "1s"
+    ) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="prometheus-"))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = {
+            "global": {"scrape_interval": interval, "evaluation_interval": interval},
+            "rule_files": [str(p) for p in rule_files],
+            "scrape_configs": [
+                {"job_name": "pg_aio", "static_configs": [{"targets": list(targets)}]}
+            ],
+        }
+        (self.dir / "prometheus.yml").write_text(yaml.safe_dump(config))
+        self._log = (self.dir / "prometheus.log").open("w")
+        self.proc = subprocess.Popen(
+            [
+                PROMETHEUS,
+                f"--config.file={self.dir / 'prometheus.yml'}",
+                f"--storage.tsdb.path={self.dir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for(self._ready, 30, "Prometheus to be ready")
+
+    def _ready(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError((self.dir / "prometheus.log").read_text()[-3000:])
+        try:
+            with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as resp:  # noqa: S310
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    def api(self, path: str, **params: str) -> Any:
+        url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
+        with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310
+            body = json.loads(resp.read())
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.api("query", query=expr)["result"]
+        return result
+
+    def query_range(self, expr: str, seconds: float, step: str = "1s") -> list[dict[str, Any]]:
+        end = time.time()
+        result: list[dict[str, Any]] = self.api(
+            "query_range", query=expr, start=str(end - seconds), end=str(end), step=step
+        )["result"]
+        return result
+
+    def alerts(self) -> list[dict[str, Any]]:
+        alerts: list[dict[str, Any]] = self.api("alerts")["alerts"]
+        return alerts
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
