@@ -1,0 +1,154 @@
+"""The package as users get it: sdist -> wheel -> a fresh venv, started exactly as the container
+image starts it (ENTRYPOINT + CMD + ENV of deploy/Dockerfile), against a real PostgreSQL 18,
+connected as the least-privilege role that the compose stack's init script creates."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import venv
+from pathlib import Path
+
+import pytest
+
+from deploy_files import DEPLOY, REPO, final_stage, image_env, listen_port, load_yaml_docs, one, run
+from harness import parse, wait_for
+from pg_aio_exporter import __version__
+from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir
+
+INIT_SCRIPT = DEPLOY / "postgres" / "initdb" / "10-pgaio-monitor.sh"
+ROLE = "pgaio_monitor"
+
+
+def build_wheel(out: Path) -> Path:
+    # python -m build makes the sdist, then the wheel from the unpacked sdist: a file missing
+    # from the sdist fails here rather than for users installing from it.
+    subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
+        check=True,
+        capture_output=True,
+    )
+    (sdist,) = out.glob("*.tar.gz")
+    (wheel,) = out.glob("*.whl")
+    assert sdist.stat().st_size > 0
+    return wheel
+
+
+def install(wheel: Path, where: Path) -> Path:
+    venv.create(where, with_pip=True)
+    subprocess.run(
+        [str(where / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)],
+        check=True,
+        capture_output=True,
+    )
+    return where / "bin"
+
+
+def create_role(server: LocalServer, password_file: Path) -> None:
+    """Run the compose stack's init script, twice: it must be idempotent."""
+    env = {
+        **os.environ,
+        "PATH": f"{embedded_bin_dir()}:{os.environ['PATH']}",
+        "PGHOST": "127.0.0.1",
+        "PGPORT": str(server.port),
+        "PGAIO_MONITOR_PASSWORD_FILE": str(password_file),
+    }
+    for _ in range(2):
+        result = run("sh", INIT_SCRIPT, env=env)
+        assert result.returncode == 0, result.stderr
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("0.0.0.0", port))  # noqa: S104 - what the image's :PORT binds
+        except OSError:
+            return False
+        return True
+
+
+def memory_limit_mib() -> float:
+    (deployment,) = load_yaml_docs(DEPLOY / "kubernetes" / "deployment.yaml")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    limit: str = container["resources"]["limits"]["memory"]
+    assert limit.endswith("Mi"), limit
+    return float(limit.removesuffix("Mi"))
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_installed_wheel_runs_with_the_image_command(pg18: LocalServer, tmp_path: Path) -> None:
+    started = time.monotonic()
+    bin_dir = install(build_wheel(tmp_path / "dist"), tmp_path / "venv")
+    install_seconds = time.monotonic() - started
+
+    password_file = tmp_path / "password"
+    password_file.write_text("not-a-real-secret\n")
+    create_role(pg18, password_file)
+
+    stage = final_stage()
+    entrypoint = one(stage, "ENTRYPOINT").exec_form()
+    cmd = one(stage, "CMD").exec_form()
+    port = listen_port(cmd)
+    if not port_is_free(port):
+        pytest.fail(f"port {port} (the image's) is taken: stop whatever serves it (make demo?)")
+    env = {
+        **os.environ,
+        **{k: v for k, v in image_env(stage).items() if k != "PATH"},
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "DATA_SOURCE_NAME": pg18.dsn(user=ROLE),
+    }
+    log = (tmp_path / "exporter.log").open("w")
+    proc = subprocess.Popen(
+        [str(bin_dir / entrypoint[0]), *entrypoint[1:], *cmd],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+
+        def scrape_after_poll() -> dict[str, dict[frozenset[tuple[str, str]], float]] | None:
+            assert proc.poll() is None, (tmp_path / "exporter.log").read_text()
+            try:
+                with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:  # noqa: S310
+                    samples = parse(resp.read().decode())
+            except OSError:
+                return None
+            done = samples.get("pg_aio_exporter_last_poll_success_timestamp_seconds", {})
+            return samples if done else None
+
+        samples = wait_for(scrape_after_poll, 30, "a successful poll by the installed wheel")
+        with urllib.request.urlopen(url + "/healthz", timeout=5) as resp:  # noqa: S310
+            assert resp.status == 200
+        rss = rss_mib(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+
+    assert samples["pg_up"] == {frozenset({("target", "default")}): 1.0}
+    assert samples["pg_aio_supported"] == {frozenset({("target", "default")}): 1.0}
+    # pg_monitor is enough: not one privilege (or other) error from any collector.
+    errors = samples.get("pg_aio_exporter_poll_errors_total", {})
+    assert not any(errors.values()), errors
+    assert samples["pg_stat_io_reads_total"]
+    (build_info,) = samples["pg_aio_exporter_build_info"]
+    assert dict(build_info)["version"] == __version__
+    # JSON logs, as CMD asks: every line parses.
+    lines = (tmp_path / "exporter.log").read_text().splitlines()
+    assert lines and all(line.startswith("{") for line in lines), lines[:3]
+    limit = memory_limit_mib()
+    assert rss < limit / 2, f"RSS {rss:.0f} MiB leaves no headroom under the {limit} Mi limit"
+    print(f"wheel build+install {install_seconds:.1f}s, exporter RSS {rss:.1f} MiB")
