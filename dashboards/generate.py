@@ -1,0 +1,1112 @@
+"""Builds the shipped Grafana dashboards with Grafana's foundation SDK and writes them as JSON.
+
+    python dashboards/generate.py           # rewrite dashboards/*.json
+    python dashboards/generate.py --check   # exit 1 when the committed JSON is stale
+
+The JSON files are what users import and what deploy/ provisions; this file is their source.
+Panels read the shipped recording rules (alerts/) where one exists, so a dashboard costs
+Prometheus what the rules already computed, and the raw contract metrics elsewhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.builders import prometheus, stat, statetimeline, table, timeseries
+from grafana_foundation_sdk.builders.common import (
+    GraphThresholdsStyleConfig,
+    ReduceDataOptions,
+    StackingConfig,
+    VizLegendOptions,
+    VizTooltipOptions,
+)
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common
+from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models.prometheus import PromQueryFormat
+
+HERE = Path(__file__).resolve().parent
+OVERVIEW_FILE = HERE / "pg-aio-overview.json"
+COMPARISON_FILE = HERE / "pg-aio-comparison.json"
+
+DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
+# The recording rules' windows (alerts/params.yaml rate_windows); the first is the default
+# because the field reports' most useful chart was read_time/reads over 5 minutes.
+RATE_WINDOWS = ("5m", "1m")
+COMPARE_OFFSETS = ("1d", "7d", "30d")
+MIB = 1048576
+
+T = 'target=~"$target"'
+# Matchers for series that carry pg_stat_io's row labels.
+ROW = f'{T}, backend_type=~"$backend_type", object=~"$object", context=~"$context"'
+ROW_LEGEND = "{{target}} {{backend_type}} / {{object}} / {{context}}"
+# Matchers for the sampler's wait event series, which have backend_type but no object/context.
+TB = f'{T}, backend_type=~"$backend_type"'
+IO_WAITS = f'{TB}, wait_event_type="IO"'
+QUEUE_WAITS = f'{TB}, wait_event="AioWorkerSubmissionQueue"'
+
+
+def rule(level: str, name: str, selector: str, offset: str = "") -> str:
+    """A shipped recording rule at the window the user picked."""
+    return f"{level}:{name}:rate$window{{{selector}}}{offset}"
+
+
+# Appended to a selector (PromQL allows offset nowhere else) for the "before" series.
+BEFORE_OFFSET = " offset $offset"
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout: panels flow left to right and wrap, like Grafana's own grid, so a panel is described
+# by its size only and positions cannot overlap by construction (the test checks it anyway).
+
+
+@dataclass
+class Grid:
+    width: int = 24
+    y: int = 0  # top of the current row
+    x: int = 0
+    line_height: int = 0
+    next_id: int = 1
+
+    def row(self, title: str) -> db.Row:
+        self._newline()
+        pos = dm.GridPos(h=1, w=self.width, x=0, y=self.y)
+        self.y += 1
+        return db.Row(title).id(self._id()).grid_pos(pos)
+
+    def place(self, panel: Any, w: int, h: int) -> Any:
+        if self.x + w > self.width:
+            self._newline()
+        panel.id(self._id()).grid_pos(dm.GridPos(h=h, w=w, x=self.x, y=self.y))
+        self.x += w
+        self.line_height = max(self.line_height, h)
+        return panel
+
+    def _newline(self) -> None:
+        self.y += self.line_height
+        self.x = 0
+        self.line_height = 0
+
+    def _id(self) -> int:
+        self.next_id += 1
+        return self.next_id - 1
+
+
+@dataclass(frozen=True)
+class Q:
+    """One panel query: expression, legend, and for tables/stats an instant evaluation."""
+
+    expr: str
+    legend: str = ""
+    instant: bool = False
+
+
+def _targets(queries: Sequence[Q]) -> list[prometheus.Dataquery]:
+    out = []
+    for i, q in enumerate(queries):
+        target = (
+            prometheus.Dataquery().expr(q.expr).ref_id(chr(ord("A") + i)).datasource(DATASOURCE)
+        )
+        if q.legend:
+            target.legend_format(q.legend)
+        if q.instant:
+            target.instant().format(PromQueryFormat.TABLE)
+        else:
+            target.range()
+        out.append(target)
+    return out
+
+
+def _common(panel: Any, title: str, description: str, queries: Sequence[Q], unit: str) -> Any:
+    panel.title(title).description(description).datasource(DATASOURCE).unit(unit)
+    return panel.targets(_targets(queries))
+
+
+DASHED = [
+    dm.DynamicConfigValue(id_val="custom.lineStyle", value={"fill": "dash", "dash": [10, 10]})
+]
+
+
+def graph(
+    title: str,
+    description: str,
+    queries: Sequence[Q],
+    unit: str,
+    *,
+    stacked: bool = False,
+    minimum: float | None = 0,
+    maximum: float | None = None,
+    threshold: float | None = None,
+    dashed_refs: Sequence[str] = (),
+    steps: bool = False,
+) -> timeseries.Panel:
+    panel = _common(timeseries.Panel(), title, description, queries, unit)
+    panel.legend(
+        VizLegendOptions()
+        .display_mode(common.LegendDisplayMode.TABLE)
+        .placement(common.LegendPlacement.BOTTOM)
+        .show_legend(True)
+        .calcs(["mean", "max", "lastNotNull"])
+    ).tooltip(
+        VizTooltipOptions().mode(common.TooltipDisplayMode.MULTI).sort(common.SortOrder.DESCENDING)
+    )
+    panel.line_width(1).fill_opacity(25 if stacked else 10).show_points(common.VisibilityMode.NEVER)
+    if steps:
+        # Settings change in steps; a sloped line would suggest values that never existed.
+        panel.line_interpolation(common.LineInterpolation.STEP_AFTER)
+    if stacked:
+        panel.stacking(StackingConfig().mode(common.StackingMode.NORMAL))
+    if minimum is not None:
+        panel.min(minimum)
+    if maximum is not None:
+        panel.max(maximum)
+    if threshold is not None:
+        panel.thresholds(
+            db.ThresholdsConfig()
+            .mode(dm.ThresholdsMode.ABSOLUTE)
+            .steps(
+                [
+                    dm.Threshold(value=None, color="green"),
+                    dm.Threshold(value=threshold, color="red"),
+                ]
+            )
+        ).thresholds_style(
+            GraphThresholdsStyleConfig().mode(common.GraphThresholdsStyleMode.DASHED)
+        )
+    for ref in dashed_refs:
+        # Reference lines and "before" series: dashed, never stacked onto the measured ones.
+        panel.override_by_query(
+            ref, [*DASHED, dm.DynamicConfigValue(id_val="custom.stacking", value={"mode": "none"})]
+        )
+    return panel
+
+
+def single(
+    title: str,
+    description: str,
+    queries: Sequence[Q],
+    unit: str,
+    *,
+    text: bool = False,
+    mappings: dict[str, tuple[str, str]] | None = None,
+    steps: Sequence[tuple[float | None, str]] = ((None, "blue"),),
+) -> stat.Panel:
+    """A stat showing the last value per series; `text` shows the legend (a label) instead."""
+    panel = _common(stat.Panel(), title, description, queries, unit)
+    panel.reduce_options(
+        ReduceDataOptions().values(False).calcs(["lastNotNull"]).fields("")
+    ).graph_mode(common.BigValueGraphMode.NONE).color_mode(common.BigValueColorMode.BACKGROUND)
+    panel.text_mode(common.BigValueTextMode.NAME if text else common.BigValueTextMode.AUTO)
+    panel.thresholds(
+        db.ThresholdsConfig()
+        .mode(dm.ThresholdsMode.ABSOLUTE)
+        .steps([dm.Threshold(value=v, color=c) for v, c in steps])
+    )
+    if mappings:
+        options = {
+            value: dm.ValueMappingResult(text=label, color=color, index=i)
+            for i, (value, (label, color)) in enumerate(mappings.items())
+        }
+        panel.mappings([dm.ValueMap(options=options)])
+    return panel
+
+
+# ---------------------------------------------------------------------------------------------
+# Variables and annotations, shared by both dashboards.
+
+
+def _label_values(name: str, label: str, selector: str) -> db.QueryVariable:
+    return (
+        db.QueryVariable(name)
+        .label(label)
+        .datasource(DATASOURCE)
+        .query(
+            {
+                "query": f"label_values({selector}, {name})",
+                "refId": "PrometheusVariableQueryEditor-VariableQuery",
+            }
+        )
+        .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .sort(dm.VariableSort.ALPHABETICAL_CASE_INSENSITIVE_ASC)
+        .multi(True)
+        .include_all(True)
+        # `.*` rather than the list of values: also matches rows of the sampler metrics that
+        # pg_stat_io has no reads for (e.g. walwriter waits), and keeps the query short.
+        .all_value(".*")
+        .current(dm.VariableOption(selected=True, text="All", value="$__all"))
+    )
+
+
+def _custom(name: str, label: str, values: Sequence[str], description: str) -> db.CustomVariable:
+    return (
+        db.CustomVariable(name)
+        .label(label)
+        .description(description)
+        .values(",".join(values))
+        .current(dm.VariableOption(selected=True, text=values[0], value=values[0]))
+        .options(
+            [dm.VariableOption(selected=i == 0, text=v, value=v) for i, v in enumerate(values)]
+        )
+    )
+
+
+def variables(*, comparison: bool) -> list[Any]:
+    reads = "pg_stat_io_reads_total"
+    out: list[Any] = [
+        db.DatasourceVariable("datasource").label("Data source").type("prometheus"),
+        _label_values("target", "Target", "pg_up"),
+        _label_values("backend_type", "Backend type", f"{reads}{{{T}}}"),
+        _label_values("object", "Object", f'{reads}{{{T}, backend_type=~"$backend_type"}}'),
+        _label_values(
+            "context",
+            "Context",
+            f'{reads}{{{T}, backend_type=~"$backend_type", object=~"$object"}}',
+        ),
+        _custom(
+            "window",
+            "Rate window",
+            RATE_WINDOWS,
+            "Window of the recording rules the panels read (pg_aio:*:rate<window>): 5m smooths, "
+            "1m reacts faster.",
+        ),
+    ]
+    if comparison:
+        out.append(
+            _custom(
+                "offset",
+                "Compare with",
+                COMPARE_OFFSETS,
+                "How far back the dashed 'before' series are taken from. Type any Prometheus "
+                "duration (e.g. 36h) to compare with a period before an upgrade.",
+            ).allow_custom_value(True)
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Annotation:
+    name: str
+    color: str
+    expr: str
+    title: str
+
+
+def _changed(metric: str) -> str:
+    # changes() ignores the gaps while a target is down (its series are then absent), so a
+    # value that differs after a restart still counts, and a mere gap does not.
+    return f"sum by (target) (changes({metric}{{{T}}}[5m])) > 0"
+
+
+SETTINGS_WATCHED = (
+    "pg_settings_io_workers",
+    "pg_settings_effective_io_concurrency",
+    "pg_settings_maintenance_io_concurrency",
+    "pg_settings_io_max_concurrency",
+    "pg_settings_io_combine_limit_bytes",
+    "pg_settings_io_max_combine_limit_bytes",
+    "pg_settings_shared_buffers_bytes",
+    "pg_settings_track_io_timing",
+)
+
+ANNOTATIONS = (
+    Annotation(
+        "PostgreSQL version change",
+        "purple",
+        # Two version label sets of pg_server_info within 10 minutes: the version changed.
+        f"count by (target) (max_over_time(pg_server_info{{{T}}}[10m])) > 1",
+        "PostgreSQL version changed",
+    ),
+    Annotation("io_method change", "red", _changed("pg_aio_io_method"), "io_method changed"),
+    Annotation(
+        "AIO setting change",
+        "orange",
+        # `or`, not `+`: a setting absent on a target must not hide the others' changes.
+        " or ".join(f"({_changed(m)})" for m in SETTINGS_WATCHED),
+        "AIO setting changed",
+    ),
+    Annotation(
+        "Server restart",
+        "blue",
+        _changed("pg_postmaster_start_time_seconds"),
+        "PostgreSQL restarted",
+    ),
+    Annotation(
+        "pg_stat_io reset",
+        "yellow",
+        _changed("pg_stat_io_stats_reset_timestamp_seconds"),
+        "pg_stat_io statistics reset",
+    ),
+)
+
+
+def annotations() -> list[db.AnnotationQuery]:
+    built_in = (
+        db.AnnotationQuery()
+        .name("Annotations & Alerts")
+        .datasource(dm.DataSourceRef(type_val="grafana", uid="-- Grafana --"))
+        .enable(True)
+        .hide(True)
+        .icon_color("rgba(0, 211, 255, 1)")
+        .type("dashboard")
+        .built_in(1)
+    )
+    return [built_in] + [
+        db.AnnotationQuery()
+        .name(a.name)
+        .datasource(DATASOURCE)
+        .enable(True)
+        .icon_color(a.color)
+        .expr(a.expr)
+        for a in ANNOTATIONS
+    ]
+
+
+def _prometheus_annotation_options(encoded: dict[str, Any]) -> None:
+    """The SDK's AnnotationQuery has no field for the Prometheus datasource's own annotation
+    options (title, tags, step), so they are added to its output."""
+    by_name = {a.name: a for a in ANNOTATIONS}
+    for item in encoded["annotations"]["list"]:
+        spec = by_name.get(item["name"])
+        if spec:
+            item.update(
+                step="1m",
+                titleFormat=spec.title,
+                tagKeys="target",
+                textFormat="{{target}}",
+                useValueForTime=False,
+            )
+
+
+def _dashboard(
+    title: str,
+    uid: str,
+    description: str,
+    build_panels: Callable[[Grid], list[Any]],
+    *,
+    comparison: bool,
+) -> dict[str, Any]:
+    board = (
+        db.Dashboard(title)
+        .uid(uid)
+        .description(description)
+        .tags(["postgresql", "aio", "pg_aio_exporter"])
+        .editable()
+        .tooltip(dm.DashboardCursorSync.CROSSHAIR)
+        .time("now-3h", "now")
+        .refresh("30s")
+        .timezone("browser")
+        .variables(variables(comparison=comparison))
+        .annotations(annotations())
+        .link(
+            db.DashboardLink("PostgreSQL AIO")
+            .type(dm.DashboardLinkType.DASHBOARDS)
+            .tags(["pg_aio_exporter"])
+            .as_dropdown(True)
+            .include_vars(True)
+            .keep_time(True)
+        )
+    )
+    for panel in build_panels(Grid()):
+        if isinstance(panel, db.Row):
+            board.with_row(panel)
+        else:
+            board.with_panel(panel)
+    encoded: dict[str, Any] = json.loads(json.dumps(board.build(), cls=JSONEncoder))
+    _prometheus_annotation_options(encoded)
+    return encoded
+
+
+# ---------------------------------------------------------------------------------------------
+# PostgreSQL AIO overview
+
+
+def overview_panels(g: Grid) -> list[Any]:
+    on_off = {"0": ("off", "red"), "1": ("on", "green")}
+    lat_window = "over $window"
+    return [
+        g.row("Server and AIO settings"),
+        g.place(
+            single(
+                "Server reachable",
+                "pg_up: 1 when the exporter's last poll reached the server. When it is 0 the "
+                "exporter publishes no other PostgreSQL series for that target, so the panels "
+                "below go blank instead of showing stale data.",
+                [Q(f"pg_up{{{T}}}", "{{target}}")],
+                "none",
+                mappings={"0": ("DOWN", "red"), "1": ("UP", "green")},
+            ),
+            4,
+            4,
+        ),
+        g.place(
+            single(
+                "PostgreSQL version",
+                "Server version per target (pg_server_info). AIO and the pg_aio_* sampler "
+                "metrics need PostgreSQL 18; on 16 and 17 only pg_stat_io is available.",
+                [Q(f"pg_server_info{{{T}}}", "{{version}}")],
+                "none",
+                text=True,
+            ),
+            4,
+            4,
+        ),
+        g.place(
+            single(
+                "io_method",
+                "Active io_method (pg_aio_io_method == 1): sync reads in the backend itself, "
+                "worker hands reads to io worker processes, io_uring submits them to the kernel. "
+                "Changing it needs a restart.",
+                [Q(f"pg_aio_io_method{{{T}}} == 1", "{{io_method}}")],
+                "none",
+                text=True,
+            ),
+            4,
+            4,
+        ),
+        *(
+            g.place(single(title, description, [Q(f"{metric}{{{T}}}", "{{target}}")], unit), 3, 4)
+            for title, metric, unit, description in (
+                (
+                    "io_workers",
+                    "pg_settings_io_workers",
+                    "none",
+                    "Configured io worker processes (io_method=worker only); compare with the "
+                    "running count and their utilisation below. Reload to change.",
+                ),
+                (
+                    "effective_io_concurrency",
+                    "pg_settings_effective_io_concurrency",
+                    "none",
+                    "How many reads a backend may have in flight ahead of need (read-ahead "
+                    "depth of sequential and bitmap scans).",
+                ),
+                (
+                    "io_combine_limit",
+                    "pg_settings_io_combine_limit_bytes",
+                    "bytes",
+                    "Largest single read PostgreSQL 18 builds by combining adjacent blocks. The "
+                    "average read size below approaches it when combining works.",
+                ),
+            )
+        ),
+        g.place(
+            single(
+                "track_io_timing",
+                "Without track_io_timing PostgreSQL measures no read time: every latency "
+                "panel stays empty. Turn it on (ALTER SYSTEM, reload).",
+                [Q(f"pg_settings_track_io_timing{{{T}}}", "{{target}}")],
+                "none",
+                mappings=on_off,
+                steps=((None, "red"), (1, "green")),
+            ),
+            3,
+            4,
+        ),
+        g.place(
+            single(
+                "Settings awaiting restart",
+                "Number of settings edited but not active until a restart "
+                "(pg_settings_pending_restart). 0 is the normal state.",
+                [
+                    Q(
+                        f"sum by (target) (pg_settings_pending_restart{{{T}}}) "
+                        f"or on (target) sum by (target) (0 * pg_up{{{T}}})",
+                        "{{target}}",
+                    )
+                ],
+                "none",
+                steps=((None, "green"), (1, "orange")),
+            ),
+            4,
+            4,
+        ),
+        *(
+            g.place(single(title, description, [Q(f"{metric}{{{T}}}", "{{target}}")], unit), 4, 4)
+            for title, metric, unit, description in (
+                (
+                    "io_max_concurrency",
+                    "pg_settings_io_max_concurrency",
+                    "none",
+                    "Most AIO handles one backend may have in flight (-1 resolved to its value, "
+                    "sized from shared_buffers). Caps the in-flight depth below.",
+                ),
+                (
+                    "shared_buffers",
+                    "pg_settings_shared_buffers_bytes",
+                    "bytes",
+                    "Buffer cache size: reads not found here go to the OS or the disk and are "
+                    "the reads timed on this dashboard.",
+                ),
+            )
+        ),
+        g.place(
+            table.Panel()
+            .title("Firing AIO alerts")
+            .description(
+                "The shipped PgAio* alerts firing now, from Prometheus' ALERTS series (every "
+                "target, so that a filter never hides an alert). Empty is the normal state."
+            )
+            .datasource(DATASOURCE)
+            .targets(
+                _targets([Q('ALERTS{alertname=~"PgAio.*", alertstate="firing"}', instant=True)])
+            )
+            .with_transformation(
+                dm.DataTransformerConfig(
+                    id_val="organize",
+                    options={
+                        "excludeByName": {
+                            "Time": True,
+                            "Value": True,
+                            "__name__": True,
+                            "alertstate": True,
+                        }
+                    },
+                )
+            )
+            .no_value("no PgAio alert firing"),
+            12,
+            4,
+        ),
+        g.row("Read latency: time spent waiting for reads"),
+        g.place(
+            graph(
+                "Read wait per operation",
+                f"read_time / reads {lat_window} (pg_aio:read_latency_seconds): how long a "
+                "backend waited per read operation. Under AIO this is wait time, not device "
+                "time. On PostgreSQL 18 one operation covers up to io_combine_limit blocks, so "
+                "this rises after a 17 -> 18 upgrade with no storage change: judge storage by "
+                "the per-MiB panel next to it.",
+                [Q(rule("pg_aio", "read_latency_seconds", ROW), ROW_LEGEND)],
+                "s",
+            ),
+            12,
+            8,
+        ),
+        g.place(
+            graph(
+                "Read wait per MiB",
+                f"read_time / read_bytes {lat_window}, scaled to one MiB "
+                "(pg_aio:read_seconds_per_byte x 2^20). Independent of how many blocks each "
+                "read combines, hence comparable across PostgreSQL 17 and 18 and across "
+                "io_method settings.",
+                [Q(f"{rule('pg_aio', 'read_seconds_per_byte', ROW)} * {MIB}", ROW_LEGEND)],
+                "s",
+            ),
+            12,
+            8,
+        ),
+        g.place(
+            graph(
+                "Average read size",
+                f"read_bytes / reads {lat_window} (pg_aio:read_size_bytes), dashed: "
+                "io_combine_limit. 8 KiB means no combining (random access, or PostgreSQL 17); "
+                "sequential scans on 18 approach io_combine_limit.",
+                [
+                    Q(rule("pg_aio", "read_size_bytes", ROW), ROW_LEGEND),
+                    Q(f"pg_settings_io_combine_limit_bytes{{{T}}}", "{{target}} io_combine_limit"),
+                ],
+                "bytes",
+                dashed_refs=("B",),
+            ),
+            12,
+            8,
+        ),
+        g.place(
+            graph(
+                "Buffer hit ratio",
+                f"hits / (hits + reads) {lat_window} (pg_aio:hit_ratio). Near 100% almost "
+                "nothing is read from storage, so io_method and AIO settings cannot matter "
+                "much for that row.",
+                [Q(rule("pg_aio", "hit_ratio", ROW), ROW_LEGEND)],
+                "percentunit",
+                maximum=1,
+            ),
+            12,
+            8,
+        ),
+        g.row("Read and write throughput"),
+        g.place(
+            graph(
+                "Read operations per second",
+                f"Read operations per second {lat_window} (pg_aio:read_ops_per_second). After "
+                "a 17 -> 18 upgrade this falls for the same bytes read because reads are "
+                "combined: read throughput next to it is the like-for-like figure.",
+                [Q(rule("pg_aio", "read_ops_per_second", ROW), ROW_LEGEND)],
+                "iops",
+            ),
+            8,
+            8,
+        ),
+        g.place(
+            graph(
+                "Read throughput",
+                f"Bytes read from outside shared buffers per second {lat_window} "
+                "(pg_aio:read_bytes_per_second). Compare with the volume's throughput limit "
+                "(cloud volumes often cap it).",
+                [Q(rule("pg_aio", "read_bytes_per_second", ROW), ROW_LEGEND)],
+                "Bps",
+            ),
+            8,
+            8,
+        ),
+        g.place(
+            graph(
+                "Write and extend throughput",
+                f"Bytes written and bytes added by relation extension per second {lat_window} "
+                "(pg_stat_io_write_bytes_total, pg_stat_io_extend_bytes_total). Writes by client "
+                "backends mean the background writer and checkpointer do not keep up with "
+                "dirty buffers.",
+                [
+                    Q(
+                        f"sum by (target, backend_type, context) "
+                        f"(rate(pg_stat_io_write_bytes_total{{{ROW}}}[$window]))",
+                        "{{target}} write {{backend_type}} / {{context}}",
+                    ),
+                    Q(
+                        f"sum by (target, backend_type, context) "
+                        f"(rate(pg_stat_io_extend_bytes_total{{{ROW}}}[$window]))",
+                        "{{target}} extend {{backend_type}} / {{context}}",
+                    ),
+                ],
+                "Bps",
+            ),
+            8,
+            8,
+        ),
+        g.row("Sessions waiting, io workers, in-flight I/O"),
+        g.place(
+            graph(
+                "Active sessions by wait event",
+                f"Average active sessions in each wait event {lat_window} "
+                "(pg_aio:active_sessions, sampled from pg_stat_activity; CPU = running). "
+                "IO/AioIoCompletion: waiting for an io worker or the kernel to finish a read; "
+                "IO/DataFileRead in a client backend: a synchronous read; "
+                "LWLock/AioWorkerSubmissionQueue: contention on the io worker queue.",
+                [
+                    Q(
+                        f"sum by (target, wait_event_type, wait_event) "
+                        f"({rule('pg_aio', 'active_sessions', TB)})",
+                        "{{target}} {{wait_event_type}} / {{wait_event}}",
+                    )
+                ],
+                "none",
+                stacked=True,
+            ),
+            12,
+            9,
+        ),
+        g.place(
+            graph(
+                "Sessions waiting on I/O by backend type",
+                f"Average sessions in IO wait events or on the io worker submission queue "
+                f"{lat_window}, per backend type. io workers in IO/DataFileRead do the reads "
+                "that client backends wait for in IO/AioIoCompletion. IO waits staying high "
+                "after raising io_workers mean the storage, not the pool, is the bottleneck.",
+                [
+                    Q(
+                        "sum by (target, backend_type, wait_event) "
+                        f"({rule('pg_aio', 'active_sessions', IO_WAITS)})",
+                        "{{target}} {{backend_type}} {{wait_event}}",
+                    ),
+                    Q(
+                        "sum by (target, backend_type, wait_event) "
+                        f"({rule('pg_aio', 'active_sessions', QUEUE_WAITS)})",
+                        "{{target}} {{backend_type}} {{wait_event}}",
+                    ),
+                ],
+                "none",
+                stacked=True,
+            ),
+            12,
+            9,
+        ),
+        g.place(
+            graph(
+                "io worker utilisation",
+                f"Share of samples {lat_window} in which io workers were not idle "
+                "(pg_aio:io_worker_utilization). Near 100% together with "
+                "AioWorkerSubmissionQueue waits: raise io_workers. Low while clients wait on "
+                "AioIoCompletion: the storage is slow, not the pool.",
+                [Q(rule("pg_aio", "io_worker_utilization", T), "{{target}}")],
+                "percentunit",
+                maximum=1,
+                threshold=0.9,
+            ),
+            8,
+            8,
+        ),
+        g.place(
+            graph(
+                "io workers: running vs io_workers",
+                "io worker processes seen in the last sample (pg_aio_io_workers) and the "
+                "io_workers setting (dashed). Fewer running than configured right after a "
+                "reload is normal; for long it is not.",
+                [
+                    Q(f"pg_aio_io_workers{{{T}}}", "{{target}} running"),
+                    Q(f"pg_settings_io_workers{{{T}}}", "{{target}} io_workers"),
+                ],
+                "none",
+                dashed_refs=("B",),
+                steps=True,
+            ),
+            8,
+            8,
+        ),
+        g.place(
+            graph(
+                "In-flight AIO depth",
+                f"Average AIO handles in each state {lat_window} (pg_aio:in_flight_depth, "
+                "sampled from pg_aios), stacked; dashed: the most seen in one sample during "
+                "the last poll interval (pg_aio_in_flight_max). Depth near io_max_concurrency "
+                "x sessions means backends queue I/O faster than storage completes it. On fast "
+                "storage handles complete between samples and depth stays near 0.",
+                [
+                    Q(rule("pg_aio", "in_flight_depth", T), "{{target}} {{state}} {{operation}}"),
+                    Q(f"pg_aio_in_flight_max{{{T}}}", "{{target}} max {{operation}}"),
+                ],
+                "none",
+                stacked=True,
+                dashed_refs=("B",),
+            ),
+            8,
+            8,
+        ),
+        g.row("Exporter"),
+        g.place(
+            graph(
+                "Poll and sample duration (p99)",
+                "99th percentile of the exporter's poll round trip per collector and of one "
+                "sampler round trip. A poll near the poll interval, or a sample near the sample "
+                "interval, means the server answers slowly: expect gaps and overruns.",
+                [
+                    Q(
+                        "histogram_quantile(0.99, sum by (target, collector, le) "
+                        f"(rate(pg_aio_exporter_poll_duration_seconds_bucket{{{T}}}[$__rate_interval])))",
+                        "{{target}} poll {{collector}}",
+                    ),
+                    Q(
+                        "histogram_quantile(0.99, sum by (target, le) "
+                        f"(rate(pg_aio_exporter_sample_duration_seconds_bucket{{{T}}}[$__rate_interval])))",
+                        "{{target}} sample",
+                    ),
+                ],
+                "s",
+            ),
+            9,
+            7,
+        ),
+        g.place(
+            graph(
+                "Poll errors and sample overruns",
+                "Failed polls per second by collector and kind (connection, auth, timeout, "
+                "privilege, query), and samples skipped because the previous one still ran. "
+                "Both are 0 on a healthy target.",
+                [
+                    Q(
+                        "sum by (target, collector, kind) "
+                        f"(rate(pg_aio_exporter_poll_errors_total{{{T}}}[$__rate_interval]))",
+                        "{{target}} {{collector}} {{kind}}",
+                    ),
+                    Q(
+                        f"rate(pg_aio_exporter_sample_overruns_total{{{T}}}[$__rate_interval])",
+                        "{{target}} sample overruns",
+                    ),
+                ],
+                "reqps",
+            ),
+            9,
+            7,
+        ),
+        g.place(
+            single(
+                "Since last successful poll",
+                "Seconds since the exporter last polled every collector successfully. It "
+                "should stay below two poll intervals.",
+                [
+                    Q(
+                        f"time() - pg_aio_exporter_last_poll_success_timestamp_seconds{{{T}}}",
+                        "{{target}}",
+                    )
+                ],
+                "s",
+                steps=((None, "green"), (90, "orange"), (300, "red")),
+            ),
+            6,
+            7,
+        ),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# AIO upgrade and io_method comparison
+
+
+@dataclass(frozen=True)
+class Figure:
+    title: str
+    rule_name: str
+    unit: str
+    what: str
+    scale: int = 1
+
+
+FIGURES = (
+    Figure(
+        "Read wait per operation",
+        "read_latency_seconds",
+        "s",
+        "Wait time per read operation. Rises after a 17 -> 18 upgrade because one operation "
+        "reads up to io_combine_limit blocks: read it with the per-MiB panel next to it.",
+    ),
+    Figure(
+        "Read wait per MiB",
+        "read_seconds_per_byte",
+        "s",
+        "Wait time per MiB read: the like-for-like storage figure across versions and io_method "
+        "settings. Lower after the change means reads got faster.",
+        scale=MIB,
+    ),
+    Figure(
+        "Average read size",
+        "read_size_bytes",
+        "bytes",
+        "Bytes per read operation: I/O combining at work (8 KiB = none, PostgreSQL 17).",
+    ),
+    Figure(
+        "Read operations per second",
+        "read_ops_per_second",
+        "iops",
+        "Read operations per second. Falls on 18 for the same bytes when reads are combined.",
+    ),
+    Figure(
+        "Read throughput",
+        "read_bytes_per_second",
+        "Bps",
+        "Bytes read from outside shared buffers per second: the same work should read the same "
+        "bytes before and after.",
+    ),
+    Figure(
+        "Buffer hit ratio",
+        "hit_ratio",
+        "percentunit",
+        "hits / (hits + reads). If it moved, the workload or the cache changed, and the latency "
+        "comparison is between different work.",
+    ),
+)
+
+BEFORE = "${offset} ago"
+
+
+def _both(fig: Figure, level: str, selector: str) -> tuple[str, str]:
+    """A figure's rule now and BEFORE_OFFSET ago."""
+    exprs = [rule(level, fig.rule_name, selector, offset) for offset in ("", BEFORE_OFFSET)]
+    if fig.scale != 1:
+        exprs = [f"{e} * {fig.scale}" for e in exprs]
+    return exprs[0], exprs[1]
+
+
+def _now_vs_before(
+    title: str,
+    description: str,
+    exprs: tuple[str, str],
+    unit: str,
+    legend: str,
+    *,
+    maximum: float | None = None,
+) -> timeseries.Panel:
+    """`exprs`: the same query now and with BEFORE_OFFSET on its selectors."""
+    now, before = exprs
+    return graph(
+        f"{title}: now vs {BEFORE}",
+        f"{description} Solid: now; dashed: the same time {BEFORE} (Prometheus offset).",
+        [Q(now, f"{legend} now"), Q(before, f"{legend} {BEFORE}")],
+        unit,
+        maximum=maximum,
+        dashed_refs=("B",),
+    )
+
+
+def _change(fig: Figure) -> stat.Panel:
+    # A ratio of two means over the whole dashboard range: one number per target that says
+    # "n% higher than before", the answer to the upgrade question at a glance.
+    series = f"avg_over_time({rule('pg_aio_target', fig.rule_name, T)}[$__range]"
+    worse_up = fig.rule_name in {"read_latency_seconds", "read_seconds_per_byte"}
+    return single(
+        f"{fig.title}: change vs {BEFORE}",
+        f"Mean over the dashboard's time range divided by the mean over the same range {BEFORE}, "
+        f"minus 1. {fig.what}",
+        [Q(f"{series}) / {series}{BEFORE_OFFSET}) - 1", "{{target}}")],
+        "percentunit",
+        steps=((None, "green"), (0.2, "orange"), (0.5, "red")) if worse_up else ((None, "blue"),),
+    )
+
+
+def comparison_panels(g: Grid) -> list[Any]:
+    return [
+        g.row("What ran when"),
+        g.place(
+            statetimeline.Panel()
+            .title("PostgreSQL version and io_method")
+            .description(
+                "Which server version (pg_server_info) and which io_method (pg_aio_io_method "
+                "== 1) each target ran over time. A change of either is also an annotation on "
+                "every graph, so before/after is visible on all of them."
+            )
+            .datasource(DATASOURCE)
+            .targets(
+                _targets(
+                    [
+                        Q(f"pg_server_info{{{T}}}", "{{target}} PostgreSQL {{version}}"),
+                        Q(f"pg_aio_io_method{{{T}}} == 1", "{{target}} io_method {{io_method}}"),
+                    ]
+                )
+            )
+            .mappings(
+                [
+                    dm.ValueMap(
+                        options={"1": dm.ValueMappingResult(text="active", color="green", index=0)}
+                    )
+                ]
+            )
+            .show_value(common.VisibilityMode.NEVER),
+            12,
+            6,
+        ),
+        g.place(
+            graph(
+                "AIO settings over time",
+                "io_workers, effective_io_concurrency, maintenance_io_concurrency and "
+                "io_max_concurrency as steps. Their changes are annotated on every graph: a "
+                "latency shift that lines up with one is the setting's effect.",
+                [
+                    Q(f"pg_settings_{name}{{{T}}}", f"{{{{target}}}} {name}")
+                    for name in (
+                        "io_workers",
+                        "effective_io_concurrency",
+                        "maintenance_io_concurrency",
+                        "io_max_concurrency",
+                    )
+                ],
+                "none",
+                steps=True,
+            ),
+            12,
+            6,
+        ),
+        g.row(f"Per target: now vs {BEFORE}"),
+        *(g.place(_change(fig), 6, 4) for fig in FIGURES[:4]),
+        *(
+            g.place(
+                _now_vs_before(
+                    fig.title,
+                    fig.what,
+                    _both(fig, "pg_aio_target", T),
+                    fig.unit,
+                    "{{target}}",
+                    maximum=1 if fig.unit == "percentunit" else None,
+                ),
+                12,
+                8,
+            )
+            for fig in FIGURES
+        ),
+        g.place(
+            _now_vs_before(
+                "io worker utilisation",
+                "Share of samples in which io workers were busy.",
+                (
+                    rule("pg_aio", "io_worker_utilization", T),
+                    rule("pg_aio", "io_worker_utilization", T, BEFORE_OFFSET),
+                ),
+                "percentunit",
+                "{{target}}",
+                maximum=1,
+            ),
+            12,
+            8,
+        ),
+        g.place(
+            _now_vs_before(
+                "Sessions waiting on I/O",
+                "Average sessions in IO wait events (all backend types, io workers included).",
+                (
+                    f"sum by (target) ({rule('pg_aio', 'active_sessions', IO_WAITS)})",
+                    "sum by (target) "
+                    f"({rule('pg_aio', 'active_sessions', IO_WAITS, BEFORE_OFFSET)})",
+                ),
+                "none",
+                "{{target}}",
+            ),
+            12,
+            8,
+        ),
+        g.row(f"By backend type, object and context: now vs {BEFORE}"),
+        *(
+            g.place(
+                _now_vs_before(
+                    fig.title,
+                    f"{fig.what} One series per pg_stat_io row chosen with the variables.",
+                    _both(fig, "pg_aio", ROW),
+                    fig.unit,
+                    "{{target}} {{backend_type}} / {{object}} / {{context}}",
+                ),
+                12,
+                8,
+            )
+            for fig in FIGURES[:2]
+        ),
+    ]
+
+
+def dashboards() -> dict[Path, dict[str, Any]]:
+    return {
+        OVERVIEW_FILE: _dashboard(
+            "PostgreSQL AIO overview",
+            "pg-aio-overview",
+            "PostgreSQL 18 asynchronous I/O: read latency per operation and per MiB, read size, "
+            "throughput, hit ratio, I/O waits, io workers and in-flight AIO (pg_aio_exporter).",
+            overview_panels,
+            comparison=False,
+        ),
+        COMPARISON_FILE: _dashboard(
+            "AIO upgrade and io_method comparison",
+            "pg-aio-comparison",
+            "Before/after a PostgreSQL 17 -> 18 upgrade or an io_method / AIO setting change: "
+            "the same read figures now and at an offset, with the changes annotated.",
+            comparison_panels,
+            comparison=True,
+        ),
+    }
+
+
+def render(board: dict[str, Any]) -> str:
+    return json.dumps(board, indent=2, sort_keys=True) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="fail if the JSON files are stale")
+    args = parser.parse_args(argv)
+    stale = []
+    for path, board in dashboards().items():
+        text = render(board)
+        if args.check:
+            if not path.exists() or path.read_text() != text:
+                stale.append(path.name)
+        else:
+            path.write_text(text)
+    if stale:
+        print(f"stale: {', '.join(stale)}; run python dashboards/generate.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,345 @@
+"""Static checks of the shipped Grafana dashboards: what Grafana and Prometheus would reject or
+silently show empty, caught without either running."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "dashboards"))
+
+import generate  # noqa: E402  (dashboards/ is not a package: its scripts run as files)
+import queries as dq  # noqa: E402
+
+pytestmark = pytest.mark.unit
+
+BOARDS = sorted((ROOT / "dashboards").glob("*.json"))
+ROW = frozenset({"target", "backend_type", "object", "context"})
+TARGET = frozenset({"target"})
+# Metric contract v1 (shared design/metrics.md): names are fixed, with the labels each carries.
+CONTRACT: dict[str, frozenset[str]] = {
+    **{
+        f"pg_stat_io_{column}_total": ROW
+        for column in [
+            "reads",
+            "read_bytes",
+            "read_time_seconds",
+            "writes",
+            "write_bytes",
+            "write_time_seconds",
+            "writebacks",
+            "writeback_time_seconds",
+            "extends",
+            "extend_bytes",
+            "extend_time_seconds",
+            "hits",
+            "evictions",
+            "reuses",
+            "fsyncs",
+            "fsync_time_seconds",
+        ]
+    },
+    "pg_stat_io_stats_reset_timestamp_seconds": TARGET,
+    "pg_aio_read_latency_seconds": ROW,
+    "pg_aio_read_seconds_per_byte": ROW,
+    "pg_aio_read_size_bytes": ROW,
+    "pg_aio_hit_ratio": ROW,
+    "pg_up": TARGET,
+    "pg_aio_supported": TARGET,
+    "pg_server_info": TARGET | {"version", "version_num"},
+    "pg_postmaster_start_time_seconds": TARGET,
+    **{
+        f"pg_settings_{name}": TARGET
+        for name in [
+            "io_workers",
+            "effective_io_concurrency",
+            "maintenance_io_concurrency",
+            "io_max_concurrency",
+            "io_combine_limit_bytes",
+            "io_max_combine_limit_bytes",
+            "shared_buffers_bytes",
+            "track_io_timing",
+            "track_wal_io_timing",
+        ]
+    },
+    "pg_aio_io_method": TARGET | {"io_method"},
+    "pg_settings_pending_restart": TARGET | {"name"},
+    "pg_aio_sampler_samples_total": TARGET,
+    "pg_aio_wait_event_samples_total": TARGET | {"backend_type", "wait_event_type", "wait_event"},
+    "pg_aio_io_workers": TARGET,
+    "pg_aio_io_worker_busy_samples_total": TARGET,
+    "pg_aio_io_worker_utilization_ratio": TARGET,
+    "pg_aio_in_flight_samples_total": TARGET | {"state", "operation"},
+    "pg_aio_in_flight_bytes_samples_total": TARGET | {"operation"},
+    "pg_aio_in_flight_max": TARGET | {"operation"},
+    "pg_aio_exporter_build_info": frozenset({"version", "python_version"}),
+    "pg_aio_exporter_poll_errors_total": TARGET | {"collector", "kind"},
+    "pg_aio_exporter_last_poll_success_timestamp_seconds": TARGET,
+    "pg_aio_exporter_sample_overruns_total": TARGET,
+}
+HISTOGRAMS = {
+    "pg_aio_exporter_poll_duration_seconds": TARGET | {"collector"},
+    "pg_aio_exporter_sample_duration_seconds": TARGET,
+}
+for _name, _labels in HISTOGRAMS.items():
+    CONTRACT[f"{_name}_bucket"] = _labels | {"le"}
+    CONTRACT[f"{_name}_sum"] = _labels
+    CONTRACT[f"{_name}_count"] = _labels
+# Labels of the shipped recording rules, by name (the rules' interface with the dashboards).
+RULE_LABELS = {
+    "pg_aio": ROW,
+    "pg_aio_target": TARGET,
+    "pg_aio:io_worker_utilization": TARGET,
+    "pg_aio:active_sessions": TARGET | {"backend_type", "wait_event_type", "wait_event"},
+    "pg_aio:in_flight_depth": TARGET | {"state", "operation"},
+    "pg_aio:in_flight_bytes": TARGET | {"operation"},
+}
+# Labels Prometheus adds to every scraped series.
+SCRAPE_LABELS = frozenset({"job", "instance"})
+# Values for the query variables in static checks: any string works, these read naturally.
+SAMPLE_VALUES = {"target": "default", "backend_type": "client backend", "object": "relation"}
+SAMPLE_VALUES["context"] = "normal"
+
+
+def recording_rules() -> dict[str, frozenset[str]]:
+    """Recording rules shipped under alerts/, each with the labels its series carry."""
+    out = {}
+    for path in sorted((ROOT / "alerts").glob("*.yml")):
+        for group in (yaml.safe_load(path.read_text()) or {}).get("groups", []):
+            for rule in group.get("rules", []):
+                if "record" in rule:
+                    name = rule["record"]
+                    level, _, rest = name.partition(":")
+                    key = f"{level}:{rest.split(':')[0]}"
+                    out[name] = RULE_LABELS.get(key, RULE_LABELS.get(level, frozenset()))
+    return out
+
+
+def load(path: Path) -> dict[str, Any]:
+    board: dict[str, Any] = json.loads(path.read_text())
+    return board
+
+
+def substituted(board: dict[str, Any]) -> Iterator[tuple[dq.Query, str]]:
+    """Each query with its variables replaced, once per combination of the custom variables'
+    options (each rate window, each offset)."""
+    for combo in dq.custom_combinations(board):
+        values = {"datasource": "prometheus", **dq.GLOBALS, **SAMPLE_VALUES, **combo}
+        for query in dq.queries(board):
+            yield query, dq.substitute(query.expr, values)
+
+
+def check_metrics(expr: str, allowed: dict[str, frozenset[str]]) -> list[str]:
+    """Problems with the series an expression selects: unknown metric, or a matcher on a label
+    that metric does not carry (which would silently select nothing)."""
+    problems = []
+    for selector in dq.selectors(expr):
+        name = dq.metric_name(selector)
+        if name is None:
+            problems.append(f"selector without a metric name: {selector}")
+        elif name == "ALERTS":
+            if not any(m.name == "alertname" for m in selector.matchers.matchers):
+                problems.append("ALERTS without an alertname matcher")
+        elif name not in allowed:
+            problems.append(f"{name} is neither a contract metric nor a shipped recording rule")
+        else:
+            for matcher in selector.matchers.matchers:
+                if matcher.name not in allowed[name] | SCRAPE_LABELS | {"__name__"}:
+                    problems.append(f"{name} has no label {matcher.name}")
+    return problems
+
+
+def overlaps(board: dict[str, Any]) -> list[str]:
+    seen: dict[tuple[int, int], int] = {}
+    problems = []
+    for panel in dq.panels(board):
+        pos = panel["gridPos"]
+        for y in range(pos["y"], pos["y"] + pos["h"]):
+            for x in range(pos["x"], pos["x"] + pos["w"]):
+                if (x, y) in seen:
+                    problems.append(f"panel {panel['id']} overlaps panel {seen[x, y]} at {x},{y}")
+                seen[x, y] = panel["id"]
+    return problems
+
+
+@pytest.fixture(params=BOARDS, ids=lambda p: p.name)
+def board(request: pytest.FixtureRequest) -> dict[str, Any]:
+    return load(request.param)
+
+
+def test_two_dashboards_are_shipped() -> None:
+    titles = {load(p)["title"] for p in BOARDS}
+    assert titles == {"PostgreSQL AIO overview", "AIO upgrade and io_method comparison"}
+
+
+def test_committed_json_is_what_the_generator_builds() -> None:
+    built = generate.dashboards()
+    assert sorted(built) == BOARDS, "a dashboards/*.json that the generator does not build"
+    for path, board in built.items():
+        assert path.read_text() == generate.render(board), (
+            f"{path.name} is stale: run python dashboards/generate.py"
+        )
+
+
+def test_importable_as_is(board: dict[str, Any]) -> None:
+    # Grafana 10.x writes schemaVersion 36-39, 11.x 39-41: newer would make 10/11 refuse it.
+    assert 36 <= board["schemaVersion"] <= 41
+    assert board["uid"] and len(board["uid"]) <= 40
+    assert board["title"]
+    assert board.get("id") is None, "a numeric id makes the import overwrite another dashboard"
+    assert board["tags"] and board["description"]
+
+    def datasources(node: Any) -> Iterator[Any]:
+        if isinstance(node, dict):
+            if "datasource" in node:
+                yield node["datasource"]
+            for value in node.values():
+                yield from datasources(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from datasources(value)
+
+    refs = {json.dumps(ref, sort_keys=True) for ref in datasources(board)}
+    # Only the variable, and Grafana's own annotation store: no uid of one installation.
+    assert refs <= {
+        json.dumps({"type": "prometheus", "uid": "${datasource}"}, sort_keys=True),
+        json.dumps({"type": "grafana", "uid": "-- Grafana --"}, sort_keys=True),
+    }, refs
+
+
+def test_variables(board: dict[str, Any]) -> None:
+    by_name = {v["name"]: v for v in dq.variables(board)}
+    assert by_name["datasource"]["type"] == "datasource"
+    assert by_name["datasource"]["query"] == "prometheus"
+    for name in ("target", "backend_type", "object", "context"):
+        var = by_name[name]
+        assert var["type"] == "query" and var["multi"] and var["includeAll"], name
+        assert var["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+    # The rate window variable lists exactly the windows the recording rules are built for.
+    windows = {o["value"] for o in by_name["window"]["options"]}
+    rule_windows = {name.rsplit(":rate", 1)[1] for name in recording_rules() if ":rate" in name}
+    assert windows == rule_windows
+
+
+def test_every_variable_used_is_defined_before_use(board: dict[str, Any]) -> None:
+    defined: set[str] = set(dq.GLOBALS)
+    for var in dq.variables(board):
+        query = var.get("query", "")
+        text = json.dumps(query) if isinstance(query, dict) else str(query)
+        assert dq.referenced(text) <= defined, f"variable {var['name']} uses a later variable"
+        defined.add(var["name"])
+    texts = [json.dumps(board.get("panels", [])), json.dumps(board.get("annotations", {}))]
+    used = set().union(*(dq.referenced(t) for t in texts))
+    assert used <= defined, f"undefined: {used - defined}"
+
+
+def test_panels_ids_and_grid(board: dict[str, Any]) -> None:
+    ids = [p["id"] for p in dq.panels(board)]
+    assert len(ids) == len(set(ids)) and all(isinstance(i, int) and i > 0 for i in ids)
+    for panel in dq.panels(board):
+        pos = panel["gridPos"]
+        assert all(isinstance(pos[k], int) for k in "xywh"), panel["title"]
+        assert pos["x"] >= 0 and pos["y"] >= 0 and pos["w"] >= 1 and pos["h"] >= 1
+        assert pos["x"] + pos["w"] <= 24, panel["title"]
+        if panel["type"] == "row":
+            assert pos["w"] == 24 and pos["h"] == 1 and not panel.get("targets")
+    assert overlaps(board) == []
+
+
+def test_every_panel_is_described_and_queried(board: dict[str, Any]) -> None:
+    for panel in dq.panels(board):
+        if panel["type"] == "row":
+            continue
+        where = f"panel {panel['id']} {panel['title']!r}"
+        assert len(panel.get("description", "")) >= 60, f"{where}: say what it shows"
+        assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, where
+        refs = [t["refId"] for t in panel["targets"]]
+        assert refs and len(refs) == len(set(refs)) and all(refs), where
+        assert all(t["expr"].strip() for t in panel["targets"]), where
+        if panel["type"] in {"timeseries", "stat"}:
+            assert panel["fieldConfig"]["defaults"].get("unit"), f"{where}: no unit"
+
+
+def test_every_query_parses_and_uses_only_contract_metrics_and_rules(
+    board: dict[str, Any],
+) -> None:
+    allowed = {**CONTRACT, **recording_rules()}
+    assert any(":" in name for name in allowed), "no recording rule found under alerts/*.yml"
+    problems = []
+    for query, expr in substituted(board):
+        try:
+            problems += [f"{query.where}: {p}" for p in check_metrics(expr, allowed)]
+        except ValueError as err:
+            problems.append(f"{query.where}: does not parse: {err}: {expr}")
+    assert problems == []
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
+def test_prometheus_itself_accepts_every_query(tmp_path: Path) -> None:
+    """promql-parser is a port; Prometheus' own parser (promtool) is the one that will run the
+    queries, and it knows which functions this Prometheus version has."""
+    exprs = sorted({expr for path in BOARDS for _, expr in substituted(load(path))})
+    rules = [{"record": f"dashboard:query_{i}", "expr": e} for i, e in enumerate(exprs)]
+    path = tmp_path / "queries.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
+    result = subprocess.run(
+        ["promtool", "check", "rules", str(path)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_metric_used_is_documented() -> None:
+    # docs/metrics.md is the users' reference: a dashboard must not depend on a hidden series.
+    doc = (ROOT / "docs" / "metrics.md").read_text()
+    used = {
+        dq.metric_name(s)
+        for path in BOARDS
+        for _, expr in substituted(load(path))
+        for s in dq.selectors(expr)
+    }
+    missing = {
+        name
+        for name in used - set(recording_rules()) - {"ALERTS"}
+        if name and name.removesuffix("_bucket") not in doc
+    }
+    assert missing == set()
+
+
+# The checkers above must be able to fail: each gets an input it has to reject.
+
+
+def test_checkers_reject_bad_queries() -> None:
+    allowed = dict(CONTRACT)
+    assert check_metrics("rate(pg_stat_io_reads_total[5m])", allowed) == []
+    assert check_metrics("rate(pg_stat_io_read_total[5m])", allowed)
+    assert check_metrics('pg_up{backend_type="x"}', allowed)
+    assert check_metrics('{__name__=~"pg_.*"}', allowed)
+    assert check_metrics("ALERTS", allowed)
+    with pytest.raises(ValueError):
+        dq.selectors("rate(pg_up[5m)")
+    with pytest.raises(KeyError):
+        dq.substitute('pg_up{target=~"$targte"}', {"target": "x"})
+    assert dq.referenced("a $x ${y:regex} [[z]] $__rate_interval") == {
+        "x",
+        "y",
+        "z",
+        "__rate_interval",
+    }
+    assert dq.without_threshold("(sum(a) > 0) or (b > 1)") == "(sum(a{})) or (b{})"
+
+
+def test_overlap_checker_rejects_overlap() -> None:
+    def panel(i: int, x: int, y: int) -> dict[str, Any]:
+        return {"id": i, "gridPos": {"x": x, "y": y, "w": 12, "h": 8}}
+
+    assert overlaps({"panels": [panel(1, 0, 0), panel(2, 12, 0)]}) == []
+    assert overlaps({"panels": [panel(1, 0, 0), panel(2, 11, 7)]})
