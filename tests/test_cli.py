@@ -91,6 +91,8 @@ def test_missing_config_file():
     [
         ("--poll-interval", "soon"),
         ("--poll-interval", "-5s"),
+        ("--sample-interval", "50ms"),
+        ("--sample-interval", "61s"),
         ("--web.listen-address", "nocolon"),
         ("--log.level", "loud"),
         ("--log.format", "xml"),

@@ -32,6 +32,7 @@ from pg_aio_exporter.web import parse_listen_address, serve
 from pg_aio_exporter.worker import TargetWorker
 
 PROG = "pg-aio-exporter"
+MIN_SAMPLE, MAX_SAMPLE = 0.1, 60.0
 DEFAULT_LISTEN = ":9188"  # postgres_exporter owns 9187; the two often run side by side
 log = logging.getLogger("pg_aio_exporter")
 
@@ -51,6 +52,7 @@ class Options:
     listen: tuple[str, int]
     metrics_path: str
     poll_interval: float
+    sample_interval: float
     timeout: float
 
 
@@ -73,6 +75,11 @@ def add_common_flags(parser: argparse.ArgumentParser, *, poll_default: str) -> N
         help=f"how often pg_stat_io and settings are read (default {poll_default})",
     )
     parser.add_argument(
+        "--sample-interval",
+        default="1s",
+        help="how often wait events, io workers and pg_aios are sampled, 100ms..60s (default 1s)",
+    )
+    parser.add_argument(
         "--timeout",
         default="5s",
         help="connect and statement timeout towards PostgreSQL (default 5s)",
@@ -85,12 +92,15 @@ def options_from(args: argparse.Namespace) -> Options:
     try:
         listen = parse_listen_address(args.listen)
         poll = parse_duration(args.poll_interval, what="--poll-interval")
+        sample = parse_duration(args.sample_interval, what="--sample-interval")
         timeout = parse_duration(args.timeout, what="--timeout")
     except ConfigError as exc:
         fail(str(exc))
+    if not MIN_SAMPLE <= sample <= MAX_SAMPLE:
+        fail(f"invalid --sample-interval {args.sample_interval!r}: must be within 100ms..60s")
     if not args.metrics_path.startswith("/") or args.metrics_path in ("/", "/healthz"):
         fail(f"invalid --web.telemetry-path {args.metrics_path!r}")
-    return Options(listen, args.metrics_path, poll, timeout)
+    return Options(listen, args.metrics_path, poll, sample, timeout)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,7 +148,12 @@ async def run_exporter(targets: Sequence[Target], options: Options) -> None:
     )
     workers = [
         TargetWorker(
-            t, exposition, selfmetrics, poll_interval=options.poll_interval, timeout=options.timeout
+            t,
+            exposition,
+            selfmetrics,
+            poll_interval=options.poll_interval,
+            sample_interval=options.sample_interval,
+            timeout=options.timeout,
         )
         for t in targets
     ]

@@ -1,7 +1,8 @@
-"""One target: a persistent connection, the poll loop, and publishing results.
+"""One target: a persistent connection, the poll and sample schedule, and publishing results.
 
 Everything for a target runs on one connection, one statement at a time, so the exporter is
-a single backend on the server and its queries can never overlap.
+a single backend on the server and its queries can never overlap: a sample that is due while
+the previous sample (or a poll) still runs is skipped and counted as an overrun.
 """
 
 from __future__ import annotations
@@ -9,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import psycopg
 from psycopg.rows import dict_row
 
-from pg_aio_exporter.collectors import PollCollector, Row
+from pg_aio_exporter.collectors import PollCollector, Row, activity, pg_aios
 from pg_aio_exporter.collectors.pg_stat_io import PgStatIoCollector
 from pg_aio_exporter.collectors.server import ServerCollector
 from pg_aio_exporter.collectors.settings import SettingsCollector
@@ -22,6 +23,7 @@ from pg_aio_exporter.config import Target
 from pg_aio_exporter.exposition import Exposition
 from pg_aio_exporter.metricset import MetricSet
 from pg_aio_exporter.redact import scrub
+from pg_aio_exporter.sampler import SamplerState
 from pg_aio_exporter.selfmetrics import SelfMetrics
 
 log = logging.getLogger("pg_aio_exporter")
@@ -29,7 +31,7 @@ log = logging.getLogger("pg_aio_exporter")
 Connection = psycopg.AsyncConnection[Row]
 # Slack on top of the server-side timeouts, for a server that never answers at all.
 CLIENT_TIMEOUT_SLACK = 1.0
-MAX_BACKOFF = 30.0
+FIRST_RETRY = 1.0  # reconnect backoff doubles from here up to the poll interval
 
 
 _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
@@ -94,12 +96,14 @@ class TargetWorker:
         selfmetrics: SelfMetrics,
         *,
         poll_interval: float,
+        sample_interval: float,
         timeout: float,
     ) -> None:
         self.target = target
         self._exposition = exposition
         self._self = selfmetrics
         self._poll_interval = poll_interval
+        self._sample_interval = sample_interval
         self._timeout = timeout
         self._base_labels = {"target": target.name, **target.labels}
         self._collectors: list[PollCollector] = [
@@ -107,6 +111,7 @@ class TargetWorker:
             SettingsCollector(),
             ServerCollector(),
         ]
+        self._sampler = SamplerState()
         self._conn: Connection | None = None
         self._failures = 0  # consecutive; the first of a streak is logged, the rest are not
         self._unsupported_logged: set[str] = set()
@@ -116,14 +121,41 @@ class TargetWorker:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        next_poll = loop.time()
+        next_poll = next_sample = loop.time()
+        backoff = 0.0
         try:
             while True:
-                await self.poll()
-                next_poll, _ = next_tick(next_poll, self._poll_interval, loop.time())
-                await asyncio.sleep(next_poll - loop.time())
+                if loop.time() >= next_poll:
+                    reached = await self._guarded(self.poll)
+                    self._sampler.roll_window()
+                    self._publish_samples(current=reached)
+                    if reached:
+                        backoff = 0.0
+                        next_poll, _ = next_tick(next_poll, self._poll_interval, loop.time())
+                    else:
+                        backoff = min(max(2 * backoff, FIRST_RETRY), self._poll_interval)
+                        next_poll = loop.time() + backoff
+                if loop.time() >= next_sample:
+                    sampled = self._conn is not None
+                    if sampled:
+                        await self._guarded(self.sample)
+                    next_sample, missed = next_tick(next_sample, self._sample_interval, loop.time())
+                    if sampled and missed:
+                        self._self.sample_overruns.labels(self.target.name).inc(missed)
+                await asyncio.sleep(max(0.0, min(next_poll, next_sample) - loop.time()))
         finally:
             await self._disconnect()
+
+    async def _guarded(self, step: Callable[[], Awaitable[bool]]) -> bool:
+        """Run a poll or sample; a bug in either must cost one round, not the target's loop."""
+        try:
+            return await step()
+        except Exception:
+            log.exception("internal error", extra=self._log_fields(step=step.__name__))
+            self._self.poll_errors.labels(self.target.name, step.__name__, "internal").inc()
+            await self._disconnect()
+            self._publish_samples(current=False)
+            return False
 
     async def _connect(self) -> Connection:
         if self._conn is not None:
@@ -149,7 +181,7 @@ class TargetWorker:
         if conn is not None:
             await conn.close()
 
-    def _record_failure(self, collector: str, exc: BaseException) -> None:
+    def _record_failure(self, collector: str, exc: BaseException, what: str = "poll") -> None:
         kind = error_kind(exc)
         self._self.poll_errors.labels(self.target.name, collector, kind).inc()
         self._failures += 1
@@ -167,8 +199,10 @@ class TargetWorker:
             ),
         )
 
-    async def poll(self) -> None:
-        """Read every collector's view in one round trip and publish the result."""
+    async def poll(self) -> bool:
+        """Read every collector's view in one round trip and publish the result.
+
+        Returns whether the server was reached."""
         out = MetricSet(self._base_labels)
         started = time.perf_counter()
         try:
@@ -191,7 +225,7 @@ class TargetWorker:
             self._record_failure("connection", exc)
             out.gauge("pg_up", "1 if the last poll reached the server.", 0.0)
             self._exposition.publish(self.target.name, "poll", out.families())
-            return
+            return False
         round_trip = time.perf_counter()
         all_ok = True
         for (collector, _), result in zip(runnable, results, strict=True):
@@ -212,3 +246,40 @@ class TargetWorker:
             self._failures = 0
             self._self.last_poll_success.labels(self.target.name).set(time.time())
         self._exposition.publish(self.target.name, "poll", out.families())
+        return True
+
+    async def sample(self) -> bool:
+        """pg_stat_activity and (PG 18+) pg_aios in one round trip; False if it failed."""
+        conn = self._conn
+        assert conn is not None
+        aios_sql = pg_aios.query(conn.info.server_version)
+        queries = [activity.SQL] if aios_sql is None else [activity.SQL, aios_sql]
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
+                results = await run_pipelined(conn, queries)
+        except (psycopg.Error, TimeoutError, OSError) as exc:
+            await self._disconnect()
+            self._record_failure("connection", exc, what="sample")
+            self._publish_samples(current=False)
+            return False
+        self._self.sample_duration.labels(self.target.name).observe(time.perf_counter() - started)
+        activity_rows, aios_rows = results[0], results[1] if aios_sql else None
+        if isinstance(activity_rows, Exception):
+            self._record_failure("activity", activity_rows, what="sample")
+            self._publish_samples(current=False)
+            return False
+        if isinstance(aios_rows, Exception):
+            self._record_failure("pg_aios", aios_rows, what="sample")
+            aios_rows = None
+        self._sampler.observe(
+            activity.classify(activity_rows),
+            None if aios_rows is None else pg_aios.summarize(aios_rows),
+        )
+        self._publish_samples(current=True)
+        return True
+
+    def _publish_samples(self, *, current: bool) -> None:
+        out = MetricSet(self._base_labels)
+        self._sampler.collect(out, current=current)
+        self._exposition.publish(self.target.name, "sample", out.families())

@@ -12,23 +12,23 @@ TABLE = "aio_demo"
 ROWS_PER_MB = 3500  # ~ 290 bytes per row with its tuple header
 
 
-def create_table(dsn: str, size_mb: int) -> None:
+def create_table(dsn: str, size_mb: int, table: str = TABLE) -> None:
     rows = size_mb * ROWS_PER_MB
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
-        conn.execute(f"CREATE TABLE {TABLE} (id bigint PRIMARY KEY, payload text)")
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, payload text)")
         conn.execute(
-            f"INSERT INTO {TABLE} SELECT g, repeat(md5(g::text), 7) FROM generate_series(1, %s) g",
+            f"INSERT INTO {table} SELECT g, repeat(md5(g::text), 7) FROM generate_series(1, %s) g",
             (rows,),
         )
-        conn.execute(f"VACUUM ANALYZE {TABLE}")
+        conn.execute(f"VACUUM ANALYZE {table}")
 
 
-def seq_scan(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+def seq_scan(conn: psycopg.Connection[tuple[object, ...]], table: str = TABLE) -> None:
     # sum(length(payload)) cannot be answered from the primary key (count(*) would be an
     # index-only scan), and with parallelism off the reads stay on the client backend.
     conn.execute("SET max_parallel_workers_per_gather = 0")
-    conn.execute(f"SELECT sum(length(payload)) FROM {TABLE}").fetchone()
+    conn.execute(f"SELECT sum(length(payload)) FROM {table}").fetchone()
 
 
 def index_scan(conn: psycopg.Connection[tuple[object, ...]], span: int = 5000) -> None:

@@ -1,0 +1,207 @@
+"""The sampler on real PostgreSQL 18 servers: slow storage made real with the read-delay shim."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from harness import Exporter, Samples, labels
+from pg_aio_exporter.demo.server import LocalServer
+from pg_aio_exporter.demo.workload import create_table, seq_scan
+from proxy import Proxy
+from slowread import SlowReads
+
+SLOW_US = 4000
+T = labels(target="default")
+
+
+def client_wait(samples: Samples, wait_type: str, wait: str) -> float:
+    key = labels(
+        target="default", backend_type="client backend", wait_event_type=wait_type, wait_event=wait
+    )
+    return samples.get("pg_aio_wait_event_samples_total", {}).get(key, 0.0)
+
+
+def in_flight(samples: Samples, operation: str) -> float:
+    series = samples.get("pg_aio_in_flight_samples_total", {})
+    return sum(v for k, v in series.items() if dict(k)["operation"] == operation)
+
+
+@pytest.fixture(scope="module")
+def slow_server() -> Iterator[tuple[LocalServer, SlowReads]]:
+    server = LocalServer.create(
+        settings={
+            "shared_buffers": "16MB",
+            "track_io_timing": "on",
+            "io_method": "worker",
+            "io_workers": "1",
+        }
+    )
+    shim = SlowReads(server)
+    server.start()
+    for table in TABLES:
+        create_table(server.dsn(), 32, table)
+    yield server, shim
+    server.destroy()
+
+
+# One table per scanning client. Two scans of one table synchronize (synchronize_seqscans)
+# and then wait on each other's reads of the same buffer, which PostgreSQL reports as
+# IO/AioIoCompletion even with io_method=sync: real, but not what these tests look at.
+TABLES = ("scan_a", "scan_b")
+
+
+def scanning(dsn: str, table: str, stop: threading.Event) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while not stop.is_set():
+            seq_scan(conn, table)
+
+
+def run_slow_phase(server: LocalServer, shim: SlowReads) -> tuple[Samples, Samples]:
+    """Two concurrent sequential scans on slow storage; scrapes before and after 6 s of it."""
+    exp = Exporter("--dsn", server.dsn(), "--poll-interval", "2s", "--sample-interval", "100ms")
+    shim.set_delay(SLOW_US)
+    stop = threading.Event()
+    clients = [
+        threading.Thread(target=scanning, args=(server.dsn(), table, stop)) for table in TABLES
+    ]
+    for client in clients:
+        client.start()
+    try:
+        time.sleep(1)
+        before = exp.wait_poll()
+        time.sleep(6)
+        after = exp.wait_poll()
+    finally:
+        stop.set()
+        shim.set_delay(0)
+        for client in clients:
+            client.join(30)
+        exp.stop()
+    return before, after
+
+
+def test_worker_io_method_on_slow_storage(slow_server: tuple[LocalServer, SlowReads]):
+    server, shim = slow_server
+    before, after = run_slow_phase(server, shim)
+    assert client_wait(after, "IO", "AioIoCompletion") > client_wait(
+        before, "IO", "AioIoCompletion"
+    )
+    assert after["pg_aio_io_workers"][T] == 1
+    utilization = after["pg_aio_io_worker_utilization_ratio"][T]
+    assert 0.5 < utilization <= 1.0, utilization
+    assert in_flight(after, "readv") > in_flight(before, "readv")
+    assert after["pg_aio_in_flight_max"][labels(target="default", operation="readv")] >= 1
+    # io workers do the reading: they, not the clients, are seen in DataFileRead.
+    worker_reads = labels(
+        target="default", backend_type="io worker", wait_event_type="IO", wait_event="DataFileRead"
+    )
+    assert after["pg_aio_wait_event_samples_total"][worker_reads] > 0
+    assert_consistent(after, processes=count_processes(server))
+
+
+def test_sync_io_method_on_slow_storage(slow_server: tuple[LocalServer, SlowReads]):
+    server, shim = slow_server
+    server.configure({"io_method": "sync"})
+    server.restart()
+    try:
+        before, after = run_slow_phase(server, shim)
+    finally:
+        server.configure({"io_method": "worker"})
+        server.restart()
+    assert client_wait(after, "IO", "DataFileRead") > client_wait(before, "IO", "DataFileRead")
+    assert client_wait(after, "IO", "AioIoCompletion") == 0
+    assert after["pg_aio_io_workers"][T] == 0
+    assert "pg_aio_io_worker_utilization_ratio" not in after, "no workers: utilisation undefined"
+
+
+def count_processes(server: LocalServer) -> int:
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def assert_consistent(samples: Samples, processes: int) -> None:
+    total = samples["pg_aio_sampler_samples_total"][T]
+    waits = samples.get("pg_aio_wait_event_samples_total", {})
+    for key, value in waits.items():
+        assert 0 <= value <= total * processes, (key, value, total)
+    assert sum(waits.values()) <= total * processes
+    busy = samples["pg_aio_io_worker_busy_samples_total"][T]
+    assert busy <= total * samples["pg_aio_io_workers"][T]
+    utilization = samples.get("pg_aio_io_worker_utilization_ratio", {}).get(T, 0.0)
+    assert 0.0 <= utilization <= 1.0
+
+
+def test_idle_server():
+    server = LocalServer.create()
+    server.start()
+    exp = Exporter("--dsn", server.dsn(), "--poll-interval", "1s", "--sample-interval", "100ms")
+    try:
+        first = exp.wait_poll()
+        started = time.monotonic()
+        time.sleep(4)
+        last = exp.wait_poll()
+        elapsed = time.monotonic() - started
+        taken = last["pg_aio_sampler_samples_total"][T] - first["pg_aio_sampler_samples_total"][T]
+        assert taken == pytest.approx(elapsed / 0.1, rel=0.10), (taken, elapsed)
+        assert last["pg_aio_io_worker_utilization_ratio"][T] == 0
+        assert last["pg_aio_io_workers"][T] == 3
+        assert last.get("pg_aio_wait_event_samples_total", {}) == {}, "an idle server is idle"
+        assert last.get("pg_aio_exporter_sample_overruns_total", {}).get(T, 0) == 0
+        assert_consistent(last, processes=count_processes(server))
+    finally:
+        exp.stop()
+        server.destroy()
+
+
+def test_slow_samples_overrun_without_overlapping():
+    server = LocalServer.create()
+    server.start()
+    proxy = Proxy(server.port)
+    exp = Exporter(
+        "--dsn",
+        server.dsn().replace(f"port={server.port}", f"port={proxy.port}"),
+        "--poll-interval",
+        "5s",
+        "--sample-interval",
+        "100ms",
+    )
+    try:
+        fast = exp.wait_poll()
+        proxy.delay = 0.35  # every reply from the server now takes 350 ms: samples overrun
+        exporter_backends = []
+        scrape_times = []
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            for _ in range(30):
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE application_name = 'pg_aio_exporter' AND state = 'active'"
+                ).fetchone()
+                assert row is not None
+                exporter_backends.append(row[0])
+                started = time.perf_counter()
+                exp.get("/metrics")
+                scrape_times.append(time.perf_counter() - started)
+                time.sleep(0.1)
+        samples = exp.scrape()
+        overruns = samples["pg_aio_exporter_sample_overruns_total"][T]
+        assert overruns >= 10, overruns
+        assert max(exporter_backends) <= 1, "samples must never overlap"
+        assert proxy.connections == 1, "one persistent connection, no pile-up"
+        assert sorted(scrape_times)[len(scrape_times) // 2] < 0.05, scrape_times
+        seconds, count = (
+            samples[f"pg_aio_exporter_sample_duration_seconds_{part}"][T]
+            - fast[f"pg_aio_exporter_sample_duration_seconds_{part}"][T]
+            for part in ("sum", "count")
+        )
+        assert seconds / count > 0.3, "slow samples are visible in the duration histogram"
+    finally:
+        exp.stop()
+        proxy.stop()
+        server.destroy()
