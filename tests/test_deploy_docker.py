@@ -21,10 +21,10 @@ from deploy_files import (
     compose_binary,
     dockerfile_stages,
     final_stage,
-    job_of_selector,
     listen_port,
     one,
     rule_names,
+    rules_exporter_job,
     run,
     venv_tool,
 )
@@ -297,8 +297,7 @@ def test_prometheus_scrapes_the_stack_under_the_job_the_rules_expect(
 ) -> None:
     config = yaml.safe_load(PROMETHEUS_YML.read_text())
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
-    params = yaml.safe_load((REPO / "alerts" / "params.yaml").read_text())
-    job = job_of_selector(params["exporter_up_selector"])
+    job = rules_exporter_job()
     assert job in jobs, f"the rules' exporter job {job!r} is not scraped"
     (targets,) = [sc["targets"] for sc in jobs[job]["static_configs"]]
     exporter_port = listen_port(compose["services"]["pg-aio-exporter"]["command"])
@@ -354,3 +353,17 @@ def test_rule_files_are_what_the_glob_loads() -> None:
         doc = yaml.safe_load(path.read_text()) if path.suffix in (".yml", ".yaml") else None
         is_rules = isinstance(doc, dict) and "groups" in doc
         assert fnmatch.fnmatch(path.name, Path(pattern).name) == is_rules, path.name
+
+
+# --- docs/deploy.md -------------------------------------------------------------------------
+
+
+def test_deploy_doc_links_resolve_and_its_role_is_the_shipped_one() -> None:
+    doc = (REPO / "docs" / "deploy.md").read_text()
+    links = re.findall(r"\]\((\.\./[^)#]+)\)", doc)
+    assert len(links) >= 5
+    for link in links:
+        assert (REPO / "docs" / link).resolve().exists(), link
+    script = (DEPLOY / "postgres" / "initdb" / "10-pgaio-monitor.sh").read_text()
+    role = re.search(r"GRANT pg_monitor TO (\w+);", script)
+    assert role and f"GRANT pg_monitor TO {role.group(1)};" in doc

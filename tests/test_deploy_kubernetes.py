@@ -16,10 +16,10 @@ from deploy_files import (
     DEPLOY,
     REPO,
     final_stage,
-    job_of_selector,
     listen_port,
     load_yaml_docs,
     one,
+    rules_exporter_job,
     run,
 )
 from pg_aio_exporter import __version__
@@ -157,8 +157,7 @@ def test_service_and_servicemonitor_select_the_deployment() -> None:
 
 
 def test_scrapes_are_labelled_with_the_job_the_rules_expect() -> None:
-    params = yaml.safe_load((REPO / "alerts" / "params.yaml").read_text())
-    job = job_of_selector(params["exporter_up_selector"])
+    job = rules_exporter_job()
     endpoints = [
         *of_kind("ServiceMonitor")[0][1]["spec"]["endpoints"],
         *of_kind("PodMonitor")[0][1]["spec"]["podMetricsEndpoints"],
