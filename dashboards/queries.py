@@ -31,6 +31,7 @@ GLOBALS = {
 @dataclass(frozen=True)
 class Query:
     kind: str  # panel, annotation or variable
+    title: str  # of the panel or annotation, or the variable's name
     where: str  # human-readable origin, for failure messages
     expr: str  # as written in the JSON, variables not substituted
     panel_id: int | None = None
@@ -53,6 +54,7 @@ def queries(board: Mapping[str, Any]) -> list[Query]:
             out.append(
                 Query(
                     "panel",
+                    panel["title"],
                     f"panel {panel['id']} {panel['title']!r} {target.get('refId')}",
                     target.get("expr", ""),
                     panel_id=panel["id"],
@@ -62,16 +64,18 @@ def queries(board: Mapping[str, Any]) -> list[Query]:
             )
     for item in board.get("annotations", {}).get("list", []):
         if "expr" in item:
-            out.append(Query("annotation", f"annotation {item['name']!r}", item["expr"]))
+            out.append(
+                Query("annotation", item["name"], f"annotation {item['name']!r}", item["expr"])
+            )
     for var in board.get("templating", {}).get("list", []):
         if var.get("type") != "query":
             continue
         text = var["query"]["query"] if isinstance(var["query"], dict) else var["query"]
         where = f"variable {var['name']!r}"
         if match := LABEL_VALUES.match(text):
-            out.append(Query("variable", where, match["expr"], label=match["label"]))
+            out.append(Query("variable", var["name"], where, match["expr"], label=match["label"]))
         elif match := QUERY_RESULT.match(text):
-            out.append(Query("variable", where, match["expr"]))
+            out.append(Query("variable", var["name"], where, match["expr"]))
         else:
             raise ValueError(f"{where}: unsupported variable query {text!r}")
     return out
