@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint unit integration bench clean
+.PHONY: demo test lint unit integration bench clean rules
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ unit: $(STAMP)
 
 test: lint
 	$(BIN)/pytest
+
+# Regenerate alerts/*.yml and the tables of docs/alerts.md from alerts/params.yaml.
+rules: $(STAMP)
+	$(BIN)/python alerts/generate.py
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache
