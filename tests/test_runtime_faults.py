@@ -3,6 +3,8 @@ streak, and no password anywhere in logs, metrics or pages."""
 
 from __future__ import annotations
 
+import socketserver
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,7 +44,7 @@ def assert_failing(exp: Exporter, kind: str) -> str:
     assert samples["pg_up"][labels(target="default")] == 0
     assert exp.proc.poll() is None, "the exporter must keep running"
     log = exp.logs()
-    assert log.count("poll failed") == 1, log
+    assert log.count("level=error") == 1, log
     assert f"kind={kind}" in log
     return log
 
@@ -88,3 +90,81 @@ def test_unreachable(host: str):
         assert WRONG not in everything_shown(exp)
     finally:
         exp.stop()
+
+
+def test_pg_monitor_role_sees_everything(pg18: LocalServer):
+    with psycopg.connect(pg18.dsn(), autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS pgaio_monitor")
+        conn.execute("CREATE ROLE pgaio_monitor LOGIN IN ROLE pg_monitor")
+    exp = Exporter(
+        "--dsn",
+        pg18.dsn(user="pgaio_monitor"),
+        "--poll-interval",
+        "1s",
+        "--sample-interval",
+        "100ms",
+    )
+    try:
+        exp.wait_poll()
+        scraped = exp.wait_poll()
+        t = labels(target="default")
+        assert scraped["pg_up"][t] == 1
+        assert scraped["pg_aio_io_workers"][t] == 3, "background processes are visible"
+        assert "pg_aio_in_flight_max" in scraped, "pg_aios is readable"
+        assert "pg_stat_io_reads_total" in scraped
+        assert not any(scraped.get("pg_aio_exporter_poll_errors_total", {}).values())
+        assert "level=error" not in exp.logs()
+    finally:
+        exp.stop()
+
+
+def test_role_without_pg_monitor_degrades_gracefully(pg18: LocalServer):
+    with psycopg.connect(pg18.dsn(), autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS pgaio_nopriv")
+        conn.execute("CREATE ROLE pgaio_nopriv LOGIN")
+    exp = Exporter(
+        "--dsn",
+        pg18.dsn(user="pgaio_nopriv"),
+        "--poll-interval",
+        "1s",
+        "--sample-interval",
+        "100ms",
+    )
+    try:
+        exp.wait_poll()
+        time.sleep(1)
+        scraped = exp.wait_poll()
+        t = labels(target="default")
+        assert scraped["pg_up"][t] == 1
+        assert "pg_stat_io_reads_total" in scraped, "pg_stat_io needs no privilege"
+        assert "pg_aio_io_method" in scraped
+        errors = scraped["pg_aio_exporter_poll_errors_total"]
+        for collector in ("activity", "pg_aios"):
+            key = labels(target="default", collector=collector, kind="privilege")
+            assert errors[key] > 5, f"{collector}: every affected sample is counted"
+        assert "pg_aio_io_workers" not in scraped, "unknowable without pg_aios: absent, not 0"
+        log = exp.logs()
+        assert log.count("level=error") == 2, log  # once per collector, not once per sample
+        assert "grant it pg_monitor" in log
+        assert "permission denied for view pg_aios" in log
+        assert exp.proc.poll() is None
+    finally:
+        exp.stop()
+
+
+class _Banner(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        self.request.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+
+def test_not_a_postgresql_server():
+    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Banner) as http:
+        threading.Thread(target=http.serve_forever, daemon=True).start()
+        port = http.server_address[1]
+        exp = Exporter("--dsn", f"host=127.0.0.1 port={port} user=x", "--poll-interval", "1s")
+        try:
+            log = assert_failing(exp, "connection")
+            assert "invalid response to SSL negotiation" in log or "protocol" in log, log
+        finally:
+            exp.stop()
+            http.shutdown()

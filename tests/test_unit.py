@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 
+import psycopg
 import pytest
 
 from pg_aio_exporter.collectors.settings import setting_value
@@ -12,7 +13,7 @@ from pg_aio_exporter.config import ConfigError, parse_duration
 from pg_aio_exporter.intervals import ReadCounters, Snapshot, interval_reads
 from pg_aio_exporter.logs import JsonFormatter, LogfmtFormatter
 from pg_aio_exporter.redact import scrub
-from pg_aio_exporter.worker import next_tick
+from pg_aio_exporter.worker import UnsupportedServerError, error_kind, next_tick
 
 pytestmark = pytest.mark.unit
 KEY = ("client backend", "relation", "bulkread")
@@ -130,3 +131,20 @@ def test_logfmt_quotes_values():
 def test_json_log():
     doc = json.loads(JsonFormatter().format(_record(target="x")))
     assert doc["level"] == "error" and doc["target"] == "x" and doc["msg"] == "poll failed"
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [
+        (TimeoutError(), "timeout"),
+        (psycopg.errors.QueryCanceled("canceling statement due to statement timeout"), "timeout"),
+        (psycopg.errors.InsufficientPrivilege("permission denied for view pg_aios"), "privilege"),
+        (psycopg.OperationalError('password authentication failed for user "x"'), "auth"),
+        (psycopg.OperationalError("connection timeout expired"), "timeout"),
+        (psycopg.OperationalError("Connection refused"), "connection"),
+        (UnsupportedServerError("server version 90600 is not supported"), "unsupported"),
+        (psycopg.errors.UndefinedTable("relation does not exist"), "query"),
+    ],
+)
+def test_error_kind(exc: BaseException, kind: str):
+    assert error_kind(exc) == kind

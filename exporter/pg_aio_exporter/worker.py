@@ -16,6 +16,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from pg_aio_exporter.collectors import PollCollector, Row, activity, pg_aios
+from pg_aio_exporter.collectors.pg_stat_io import PG16 as PG_STAT_IO_SINCE
 from pg_aio_exporter.collectors.pg_stat_io import PgStatIoCollector
 from pg_aio_exporter.collectors.server import ServerCollector
 from pg_aio_exporter.collectors.settings import SettingsCollector
@@ -34,7 +35,16 @@ CLIENT_TIMEOUT_SLACK = 1.0
 FIRST_RETRY = 1.0  # reconnect backoff doubles from here up to the poll interval
 
 
+# backend_type in pg_stat_activity, which the sampler needs, exists since PostgreSQL 10.
+MIN_SERVER_VERSION = 100000
+
+
+class UnsupportedServerError(Exception):
+    """Connected, but not to a PostgreSQL this exporter can read."""
+
+
 _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
+    ((UnsupportedServerError,), "unsupported"),
     ((TimeoutError, psycopg.errors.QueryCanceled), "timeout"),
     ((psycopg.errors.InsufficientPrivilege,), "privilege"),
     ((psycopg.errors.InvalidPassword, psycopg.errors.InvalidAuthorizationSpecification), "auth"),
@@ -113,8 +123,10 @@ class TargetWorker:
         ]
         self._sampler = SamplerState()
         self._conn: Connection | None = None
-        self._failures = 0  # consecutive; the first of a streak is logged, the rest are not
-        self._unsupported_logged: set[str] = set()
+        # Collectors whose failure streak has been logged: one line when a streak starts,
+        # one when it ends, nothing in between.
+        self._failing: set[str] = set()
+        self._unsupported_logged = False
 
     def _log_fields(self, **extra: object) -> dict[str, object]:
         return {"target": self.target.name, "address": self.target.address, **extra}
@@ -165,6 +177,12 @@ class TargetWorker:
                 self.target.conninfo, autocommit=True, row_factory=dict_row
             )
             try:
+                version = conn.info.server_version
+                if version < MIN_SERVER_VERSION:
+                    raise UnsupportedServerError(
+                        f"server version {version or 'unknown'} is not supported:"
+                        " PostgreSQL 10 or newer required"
+                    )
                 # Our statements must never hold a lock wait or a slow plan past the timeout.
                 await conn.execute(
                     f"SET statement_timeout = {int(self._timeout * 1000)}; SET lock_timeout = 1000"
@@ -182,22 +200,35 @@ class TargetWorker:
             await conn.close()
 
     def _record_failure(self, collector: str, exc: BaseException, what: str = "poll") -> None:
-        kind = error_kind(exc)
-        self._self.poll_errors.labels(self.target.name, collector, kind).inc()
-        self._failures += 1
         message = scrub(
             str(exc).strip().split("\n")[0] or type(exc).__name__,
             dsn=self.target.conninfo,
             password=self.target.password,
         )
-        level = logging.ERROR if self._failures == 1 else logging.DEBUG
-        log.log(
-            level,
-            "poll failed",
-            extra=self._log_fields(
-                collector=collector, kind=kind, err=message, streak=self._failures
-            ),
-        )
+        self._report(collector, error_kind(exc), message, what)
+
+    def _report(self, collector: str, kind: str, message: str, what: str) -> None:
+        self._self.poll_errors.labels(self.target.name, collector, kind).inc()
+        if collector not in self._failing:
+            self._failing.add(collector)
+            log.error(
+                f"{what} failed",
+                extra=self._log_fields(collector=collector, kind=kind, err=message),
+            )
+
+    def _succeeded(self, collector: str) -> None:
+        if collector in self._failing:
+            self._failing.discard(collector)
+            log.info(f"{collector} recovered", extra=self._log_fields(collector=collector))
+
+    def _log_unsupported(self, version: int, collectors: list[str]) -> None:
+        if collectors and not self._unsupported_logged:
+            self._unsupported_logged = True
+            log.warning(
+                f"{', '.join(collectors)} not exported: needs PostgreSQL"
+                f" {PG_STAT_IO_SINCE // 10000} or newer",
+                extra=self._log_fields(server_version=version),
+            )
 
     async def poll(self) -> bool:
         """Read every collector's view in one round trip and publish the result.
@@ -209,17 +240,11 @@ class TargetWorker:
             conn = await self._connect()
             version = conn.info.server_version
             planned = [(c, c.query(version)) for c in self._collectors]
-            for collector, sql in planned:
-                if sql is None and collector.name not in self._unsupported_logged:
-                    self._unsupported_logged.add(collector.name)
-                    log.warning(
-                        f"{collector.name} is not available on this server version",
-                        extra=self._log_fields(server_version=version),
-                    )
+            self._log_unsupported(version, [c.name for c, sql in planned if sql is None])
             runnable = [(c, sql) for c, sql in planned if sql is not None]
             async with asyncio.timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
                 results = await run_pipelined(conn, [sql for _, sql in runnable])
-        except (psycopg.Error, TimeoutError, OSError) as exc:
+        except (psycopg.Error, TimeoutError, OSError, UnsupportedServerError) as exc:
             # Unreachable, refused, timed out or dropped: start over on the next poll.
             await self._disconnect()
             self._record_failure("connection", exc)
@@ -227,12 +252,14 @@ class TargetWorker:
             self._exposition.publish(self.target.name, "poll", out.families())
             return False
         round_trip = time.perf_counter()
+        self._succeeded("connection")
         all_ok = True
         for (collector, _), result in zip(runnable, results, strict=True):
             if isinstance(result, Exception):
                 all_ok = False
                 self._record_failure(collector.name, result)
                 continue
+            self._succeeded(collector.name)
             collected = time.perf_counter()
             collector.collect(result, out)
             own = time.perf_counter() - collected
@@ -241,9 +268,6 @@ class TargetWorker:
             )
         out.gauge("pg_up", "1 if the last poll reached the server.", 1.0)
         if all_ok:
-            if self._failures:
-                log.info("poll recovered", extra=self._log_fields(after_failures=self._failures))
-            self._failures = 0
             self._self.last_poll_success.labels(self.target.name).set(time.time())
         self._exposition.publish(self.target.name, "poll", out.families())
         return True
@@ -264,6 +288,7 @@ class TargetWorker:
             self._publish_samples(current=False)
             return False
         self._self.sample_duration.labels(self.target.name).observe(time.perf_counter() - started)
+        self._succeeded("connection")
         activity_rows, aios_rows = results[0], results[1] if aios_sql else None
         if isinstance(activity_rows, Exception):
             self._record_failure("activity", activity_rows, what="sample")
@@ -272,10 +297,19 @@ class TargetWorker:
         if isinstance(aios_rows, Exception):
             self._record_failure("pg_aios", aios_rows, what="sample")
             aios_rows = None
-        self._sampler.observe(
-            activity.classify(activity_rows),
-            None if aios_rows is None else pg_aios.summarize(aios_rows),
-        )
+        elif aios_rows is not None:
+            self._succeeded("pg_aios")
+        seen = activity.classify(activity_rows)
+        if seen.hidden:
+            self._report(
+                "activity",
+                "privilege",
+                f"{seen.hidden} processes hidden from this role: grant it pg_monitor",
+                "sample",
+            )
+        else:
+            self._succeeded("activity")
+        self._sampler.observe(seen, None if aios_rows is None else pg_aios.summarize(aios_rows))
         self._publish_samples(current=True)
         return True
 

@@ -32,7 +32,7 @@ class ActivitySample:
     working: Counter[WaitKey] = field(default_factory=Counter)
     io_workers: int = 0
     io_workers_busy: int = 0
-    hidden: int = 0  # client sessions whose state this role may not see (no pg_monitor)
+    hidden: int = 0  # processes whose details this role may not see (no pg_monitor)
 
 
 def is_working(backend_type: str, state: str | None, wait_event_type: str | None) -> bool:
@@ -50,10 +50,11 @@ def is_io_worker_busy(wait_event_type: str | None, wait_event: str | None) -> bo
 def classify(rows: list[Row]) -> ActivitySample:
     sample = ActivitySample()
     for row in rows:
-        backend_type = row["backend_type"] or "unknown"
-        state, wait_type, wait = row["state"], row["wait_event_type"], row["wait_event"]
-        count = row["n"]
-        if backend_type == CLIENT and state is None:
+        backend_type, state = row["backend_type"], row["state"]
+        wait_type, wait, count = row["wait_event_type"], row["wait_event"], row["n"]
+        # Without pg_read_all_stats, other users' sessions and all background processes show
+        # NULL in every column but pid: nothing to classify.
+        if backend_type is None or (backend_type == CLIENT and state is None):
             sample.hidden += count
             continue
         if backend_type == IO_WORKER:

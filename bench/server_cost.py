@@ -1,0 +1,157 @@
+"""PostgreSQL-side cost of the exporter's sampler and poller, at 10, 100 and 500 sessions.
+
+For each session count, the real exporter runs against a real PostgreSQL 18 once with only the
+sampler active (sample 100ms, poll 1h) and once with only the poller active (poll 1s, sample
+60s). Two independent measures of the server's work per sample / per poll:
+
+- execution + planning time of the exporter's statements from pg_stat_statements;
+- CPU time (user + system) of the exporter's backend process, from /proc (whole backend:
+  protocol, parsing, execution), divided by the number of samples / polls it served; the
+  kernel counts in 10 ms ticks, so runs must be long enough.
+
+Sessions: N connections held open by this script, a tenth of them running a query in a loop
+(active, so the grouping sees a realistic mix), the rest idle.
+
+Usage: python bench/server_cost.py [--sessions 10 100 500] [--seconds 20]
+Prints a markdown table (medians over --rounds runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from harness import Exporter, labels
+from pg_aio_exporter.demo.server import LocalServer
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+MONITOR = "pgaio_monitor"  # the exporter's role: its statements are told apart by user
+TARGET = labels(target="default")
+
+
+def backend_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+
+
+class Sessions:
+    def __init__(self, dsn: str, count: int) -> None:
+        self._stop = threading.Event()
+        self._idle = [psycopg.connect(dsn, autocommit=True) for _ in range(count - count // 10)]
+        self._busy = [
+            threading.Thread(target=self._loop, args=(dsn,), daemon=True)
+            for _ in range(count // 10)
+        ]
+        for thread in self._busy:
+            thread.start()
+
+    def _loop(self, dsn: str) -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            while not self._stop.is_set():
+                conn.execute("SELECT pg_sleep(0.05)")
+
+    def close(self) -> None:
+        self._stop.set()
+        for thread in self._busy:
+            thread.join()
+        for conn in self._idle:
+            conn.close()
+
+
+def measure(server: LocalServer, mode: str, seconds: float) -> dict[str, float]:
+    flags = {
+        "sample": ("--sample-interval", "100ms", "--poll-interval", "1h"),
+        "poll": ("--sample-interval", "60s", "--poll-interval", "1s"),
+    }[mode]
+    exp = Exporter("--dsn", server.dsn(user=MONITOR), *flags)
+    try:
+        time.sleep(1.5)  # connected, statements prepared after their first runs
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = 'pg_aio_exporter'"
+            ).fetchone()
+            assert row is not None
+            pid = row[0]
+            conn.execute("SELECT pg_stat_statements_reset()")
+            before = exp.scrape()
+            cpu_before = backend_cpu_seconds(pid)
+            time.sleep(seconds)
+            cpu_after = backend_cpu_seconds(pid)
+            after = exp.scrape()
+            stmt = conn.execute(
+                "SELECT coalesce(sum(total_exec_time + total_plan_time), 0)"
+                " FROM pg_stat_statements WHERE userid = %s::regrole",
+                (MONITOR,),
+            ).fetchone()
+            assert stmt is not None
+    finally:
+        exp.stop()
+    if mode == "sample":
+        name = "pg_aio_sampler_samples_total"
+        wall = "pg_aio_exporter_sample_duration_seconds"
+        count = after[name][TARGET] - before[name][TARGET]
+        wall_sum = after[wall + "_sum"][TARGET] - before[wall + "_sum"][TARGET]
+    else:
+        wall = "pg_aio_exporter_poll_duration_seconds"
+        key = labels(target="default", collector="pg_stat_io")
+        count = after[wall + "_count"][key] - before[wall + "_count"][key]
+        wall_sum = after[wall + "_sum"][key] - before[wall + "_sum"][key]
+    return {
+        "count": count,
+        "stmt_ms": float(stmt[0]) / count,
+        "cpu_ms": (cpu_after - cpu_before) * 1000 / count,
+        "wall_ms": wall_sum * 1000 / count,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sessions", type=int, nargs="+", default=[10, 100, 500])
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    server = LocalServer.create(
+        settings={
+            "max_connections": "600",
+            "shared_preload_libraries": "'pg_stat_statements'",
+            "pg_stat_statements.track_planning": "on",
+        }
+    )
+    server.start()
+    try:
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION pg_stat_statements")
+            conn.execute(f"CREATE ROLE {MONITOR} LOGIN IN ROLE pg_monitor")
+        print(
+            "| sessions | per | server statement time (ms) | server backend CPU (ms) |"
+            " exporter round trip (ms) | n |"
+        )
+        print("|---|---|---|---|---|---|")
+        for count in args.sessions:
+            sessions = Sessions(server.dsn(), count)
+            try:
+                for mode in ("sample", "poll"):
+                    runs = [measure(server, mode, args.seconds) for _ in range(args.rounds)]
+                    med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+                    print(
+                        f"| {count} | {mode} | {med['stmt_ms']:.3f} | {med['cpu_ms']:.3f} |"
+                        f" {med['wall_ms']:.3f} | {int(sum(r['count'] for r in runs))} |",
+                        flush=True,
+                    )
+            finally:
+                sessions.close()
+    finally:
+        server.destroy()
+
+
+if __name__ == "__main__":
+    main()

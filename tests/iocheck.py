@@ -1,0 +1,150 @@
+"""Checks shared by the pg_stat_io tests on every server version: the exporter's counters and
+interval gauges against pg_stat_io read independently by the test."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from harness import OBSERVER, Exporter, Samples, flush_stats, labels, pg_stat_io, wait_for
+from pg_aio_exporter.demo.workload import index_scan, seq_scan
+
+Row = dict[str, Any]
+IoRows = dict[tuple[str, str, str], Row]
+
+# Contract metric -> (pg_stat_io column, factor); written out here rather than imported so that
+# the test does not trust the exporter's own mapping. Byte columns exist from PG 18; before,
+# bytes are the count column times op_bytes.
+COUNTERS = {
+    "pg_stat_io_reads_total": ("reads", 1.0),
+    "pg_stat_io_read_bytes_total": ("read_bytes", 1.0),
+    "pg_stat_io_read_time_seconds_total": ("read_time", 0.001),
+    "pg_stat_io_writes_total": ("writes", 1.0),
+    "pg_stat_io_write_bytes_total": ("write_bytes", 1.0),
+    "pg_stat_io_write_time_seconds_total": ("write_time", 0.001),
+    "pg_stat_io_writebacks_total": ("writebacks", 1.0),
+    "pg_stat_io_writeback_time_seconds_total": ("writeback_time", 0.001),
+    "pg_stat_io_extends_total": ("extends", 1.0),
+    "pg_stat_io_extend_bytes_total": ("extend_bytes", 1.0),
+    "pg_stat_io_extend_time_seconds_total": ("extend_time", 0.001),
+    "pg_stat_io_hits_total": ("hits", 1.0),
+    "pg_stat_io_evictions_total": ("evictions", 1.0),
+    "pg_stat_io_reuses_total": ("reuses", 1.0),
+    "pg_stat_io_fsyncs_total": ("fsyncs", 1.0),
+    "pg_stat_io_fsync_time_seconds_total": ("fsync_time", 0.001),
+}
+GAUGES = (
+    "pg_aio_read_latency_seconds",
+    "pg_aio_read_seconds_per_byte",
+    "pg_aio_read_size_bytes",
+    "pg_aio_hit_ratio",
+)
+
+
+def expected(row: Row, column: str, factor: float) -> float | None:
+    if column not in row:  # PG 16/17: e.g. read_bytes = reads x op_bytes
+        count = row[column.replace("_bytes", "s")]
+        return None if count is None else float(count * row["op_bytes"])
+    value = row[column]
+    return None if value is None else float(value) * factor
+
+
+def series_key(key: tuple[str, str, str]) -> frozenset[tuple[str, str]]:
+    return labels(target="default", backend_type=key[0], object=key[1], context=key[2])
+
+
+def check_counters_between(scraped: Samples, before: IoRows, after: IoRows) -> int:
+    """Every counter lies between two pg_stat_io reads taken around the scrape; NULL cells
+    have no series. Returns how many values were checked."""
+    checked = 0
+    for key, row in after.items():
+        for metric, (column, factor) in COUNTERS.items():
+            value = scraped.get(metric, {}).get(series_key(key))
+            high = expected(row, column, factor)
+            if high is None:
+                assert value is None, f"{metric} exported for NULL cell {key}"
+                continue
+            low = expected(before[key], column, factor)
+            assert value is not None, f"{metric}{key} missing"
+            assert low is not None and low - 1e-9 <= value <= high + 1e-9, (metric, key, value)
+            checked += 1
+    return checked
+
+
+def check_monotonic(history: list[Samples]) -> None:
+    for earlier, later in itertools.pairwise(history):
+        for metric in COUNTERS:
+            for key, value in earlier.get(metric, {}).items():
+                assert later[metric][key] >= value, (metric, key)
+
+
+def quiesce(dsn: str) -> None:
+    """Let all pending stats reach shared memory: nobody but the exporter is connected."""
+
+    def alone() -> bool:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"
+                " AND application_name NOT IN ('pg_aio_exporter', %s) AND pid <> pg_backend_pid()",
+                (OBSERVER,),
+            ).fetchone()
+            return row is not None and row[0] == 0
+
+    wait_for(alone, 30, "workload connections to close")
+    time.sleep(0.2)  # a backend flushes its stats while exiting
+
+
+def burst(dsn: str) -> None:
+    """Reads in both contexts, on a connection whose stats are flushed on return."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        seq_scan(conn)  # bulkread: table > shared_buffers / 4
+        for _ in range(20):
+            index_scan(conn, span=500)  # normal
+        flush_stats(conn)
+
+
+def one_interval(
+    dsn: str, exporter: Exporter, obs: psycopg.Connection[Any], poll: float
+) -> tuple[IoRows, IoRows, Samples]:
+    """pg_stat_io S1 == poll P1, a burst, S2 == poll P2, with exactly one poll between them."""
+    for _ in range(4):
+        quiesce(dsn)
+        exporter.wait_poll()
+        p1 = exporter.last_poll()
+        s1 = pg_stat_io(obs)
+        burst(dsn)
+        s2 = pg_stat_io(obs)
+        second = exporter.wait_poll(after=p1)
+        p2 = max(second["pg_aio_exporter_last_poll_success_timestamp_seconds"].values())
+        if p2 - p1 < 1.5 * poll:
+            return s1, s2, second
+    raise AssertionError("could not fit a burst into one poll interval")
+
+
+def check_interval_gauges(s1: IoRows, s2: IoRows, scraped: Samples) -> int:
+    """The four gauges equal the test's own math on S1 -> S2, and are absent where no reads
+    happened. Returns how many label sets had reads."""
+    moved = 0
+    for key, now in s2.items():
+        before = s1.get(key)
+        gauges = {name: scraped.get(name, {}).get(series_key(key)) for name in GAUGES}
+        d_reads = (now["reads"] or 0) - ((before or {}).get("reads") or 0)
+        if before is None or now["reads"] is None or d_reads <= 0:
+            assert set(gauges.values()) == {None}, f"gauges for {key} without reads: {gauges}"
+            continue
+        moved += 1
+        d_bytes = (expected(now, "read_bytes", 1.0) or 0.0) - (
+            expected(before, "read_bytes", 1.0) or 0.0
+        )
+        d_time = (now["read_time"] - before["read_time"]) / 1000.0
+        d_hits = now["hits"] - before["hits"]
+        rel = pytest.approx
+        assert gauges["pg_aio_read_latency_seconds"] == rel(d_time / d_reads, rel=1e-9)
+        assert gauges["pg_aio_read_seconds_per_byte"] == rel(d_time / d_bytes, rel=1e-9)
+        assert gauges["pg_aio_read_size_bytes"] == rel(d_bytes / d_reads, rel=1e-9)
+        assert gauges["pg_aio_hit_ratio"] == rel(d_hits / (d_hits + d_reads), rel=1e-9)
+    return moved

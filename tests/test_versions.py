@@ -1,0 +1,157 @@
+"""One exporter for PostgreSQL 16, 17 and 18: the same checks on a real server of each.
+
+Counters equal pg_stat_io, per-interval gauges equal the test's own math, AIO-only metrics are
+absent (not zero) before 18, and the wait-event sampler works everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from harness import Exporter, Samples, labels, observer, pg_stat_io
+from iocheck import (
+    check_counters_between,
+    check_interval_gauges,
+    check_monotonic,
+    one_interval,
+    quiesce,
+    series_key,
+)
+from pg_aio_exporter.demo.server import LocalServer
+from pg_aio_exporter.demo.workload import Workload, create_table
+from pgbins import bin_dir
+
+POLL = 3.0
+T = labels(target="default")
+BULK = series_key(("client backend", "relation", "bulkread"))
+NORMAL = series_key(("client backend", "relation", "normal"))
+AIO_ONLY = (
+    "pg_aio_io_method",
+    "pg_settings_io_workers",
+    "pg_settings_io_max_concurrency",
+    "pg_settings_io_max_combine_limit_bytes",
+    "pg_aio_io_workers",
+    "pg_aio_io_worker_busy_samples_total",
+    "pg_aio_io_worker_utilization_ratio",
+    "pg_aio_in_flight_samples_total",
+    "pg_aio_in_flight_bytes_samples_total",
+    "pg_aio_in_flight_max",
+)
+
+
+class Stack:
+    def __init__(self, major: str) -> None:
+        self.major = major
+        self.server = LocalServer.create(
+            bin_dir(major), settings={"shared_buffers": "16MB", "track_io_timing": "on"}
+        )
+        self.server.start()
+        create_table(self.server.dsn(), 32)
+        self.obs = observer(self.server.dsn())
+        self.exporter = Exporter(
+            "--dsn", self.server.dsn(), "--poll-interval", f"{POLL}s", "--sample-interval", "200ms"
+        )
+
+    def close(self) -> None:
+        self.exporter.stop()
+        self.obs.close()
+        self.server.destroy()
+
+
+@pytest.fixture(scope="module", params=["16", "17", "18"])
+def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
+    stack = Stack(request.param)
+    yield stack
+    stack.close()
+
+
+def test_counters_equal_pg_stat_io(stack: Stack):
+    dsn = stack.server.dsn()
+    workload = Workload(dsn, clients=2, pause=0.05).start()
+    history: list[Samples] = []
+    try:
+        for _ in range(3):
+            before = pg_stat_io(stack.obs)
+            scraped = stack.exporter.wait_poll()
+            after = pg_stat_io(stack.obs)
+            history.append(scraped)
+            assert check_counters_between(scraped, before, after) > 300
+    finally:
+        workload.stop()
+    check_monotonic(history)
+    assert history[-1]["pg_stat_io_reads_total"][BULK] > history[0]["pg_stat_io_reads_total"][BULK]
+    # The sampler saw the workload's sessions on every version.
+    waits = history[-1]["pg_aio_wait_event_samples_total"]
+    assert sum(v for k, v in waits.items() if dict(k)["backend_type"] == "client backend") > 0
+    # Quiet server: exactly pg_stat_io.
+    quiesce(dsn)
+    stack.exporter.wait_poll()
+    now = pg_stat_io(stack.obs)
+    assert check_counters_between(stack.exporter.wait_poll(), now, now) > 300
+
+
+def test_interval_gauges_and_read_size(stack: Stack):
+    s1, s2, scraped = one_interval(stack.server.dsn(), stack.exporter, stack.obs, POLL)
+    assert check_interval_gauges(s1, s2, scraped) >= 2
+    size = scraped["pg_aio_read_size_bytes"]
+    if stack.major == "18":
+        # I/O combining: one read operation covers several blocks of a sequential scan, so
+        # read_time/reads rises after an upgrade with no change in storage.
+        assert size[BULK] > 8192
+    else:
+        assert size[BULK] == 8192 and size[NORMAL] == 8192  # one block per read operation
+
+
+def test_aio_metrics_only_where_aio_exists(stack: Stack):
+    scraped = stack.exporter.wait_poll()
+    version = next(iter(scraped["pg_server_info"]))
+    assert dict(version)["version"].startswith(stack.major)
+    assert scraped["pg_up"][T] == 1
+    assert scraped["pg_settings_effective_io_concurrency"][T] > 0
+    assert scraped["pg_settings_maintenance_io_concurrency"][T] > 0
+    assert ("pg_settings_io_combine_limit_bytes" in scraped) == (stack.major != "16")
+    if stack.major == "18":
+        assert scraped["pg_aio_supported"][T] == 1
+        for name in AIO_ONLY:
+            if name not in ("pg_aio_in_flight_samples_total",):  # only when something in flight
+                assert name in scraped, name
+    else:
+        assert scraped["pg_aio_supported"][T] == 0
+        for name in AIO_ONLY:
+            assert name not in scraped, f"{name} must be absent on {stack.major}"
+    assert "pg_aio_exporter_poll_errors_total" not in scraped or not any(
+        scraped["pg_aio_exporter_poll_errors_total"].values()
+    )
+
+
+def test_postgresql_15_without_pg_stat_io():
+    server = LocalServer.create(bin_dir("15"))
+    server.start()
+    exp = Exporter("--dsn", server.dsn(), "--poll-interval", "1s", "--sample-interval", "100ms")
+    try:
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            conn.execute("SELECT pg_sleep(1.5)")  # a working session for the sampler to see
+        scraped = exp.wait_poll()
+        assert scraped["pg_up"][T] == 1
+        assert scraped["pg_aio_supported"][T] == 0
+        assert dict(next(iter(scraped["pg_server_info"])))["version"].startswith("15")
+        assert scraped["pg_settings_effective_io_concurrency"][T] > 0
+        assert scraped["pg_aio_sampler_samples_total"][T] > 0
+        sleeping = labels(
+            target="default",
+            backend_type="client backend",
+            wait_event_type="Timeout",
+            wait_event="PgSleep",
+        )
+        assert scraped["pg_aio_wait_event_samples_total"][sleeping] > 0
+        assert not [name for name in scraped if name.startswith(("pg_stat_io_", "pg_aio_read"))]
+        exp.wait_poll()
+        log = exp.logs()
+        assert log.count("needs PostgreSQL 16 or newer") == 1, log
+        assert "level=error" not in log
+    finally:
+        exp.stop()
+        server.destroy()
