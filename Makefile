@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint unit integration bench clean rules
+.PHONY: demo test lint unit integration bench clean rules dashboards screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,14 @@ unit: $(STAMP)
 
 test: lint
 	$(BIN)/pytest
+
+# Rewrite dashboards/*.json from dashboards/generate.py (the tests fail while they differ).
+dashboards: $(STAMP)
+	$(BIN)/python dashboards/generate.py
+
+# The README pictures in docs/img/, drawn from a real run (~3 minutes).
+screenshots: $(STAMP)
+	$(BIN)/python dashboards/render_pictures.py
 
 # Regenerate alerts/*.yml and the tables of docs/alerts.md from alerts/params.yaml.
 rules: $(STAMP)

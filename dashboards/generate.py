@@ -1051,7 +1051,7 @@ def comparison_panels(g: Grid) -> list[Any]:
         *(
             g.place(
                 _now_vs_before(
-                    fig.title,
+                    f"{fig.title} by pg_stat_io row",
                     f"{fig.what} One series per pg_stat_io row chosen with the variables.",
                     _both(fig, "pg_aio", ROW),
                     fig.unit,
