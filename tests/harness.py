@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -49,9 +50,12 @@ def labels(**kw: str) -> Labels:
 class Exporter:
     """`python -m pg_aio_exporter ARGS` on a free port, its stderr kept in a file."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, *args: str, env: dict[str, str] | None = None, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.tls = tls
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.log_path = Path(tempfile.mkstemp(prefix="exporter-", suffix=".log")[1])
         self._log = self.log_path.open("w")
         self.proc = subprocess.Popen(
@@ -78,7 +82,9 @@ class Exporter:
             return False
 
     def get(self, path: str, timeout: float = 5) -> tuple[int, str]:
-        with urllib.request.urlopen(self.url + path, timeout=timeout) as resp:  # noqa: S310
+        with urllib.request.urlopen(  # noqa: S310
+            self.url + path, timeout=timeout, context=self.tls
+        ) as resp:
             return resp.status, resp.read().decode()
 
     def text(self) -> str:

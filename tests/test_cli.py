@@ -82,6 +82,24 @@ def test_malformed_config(tmp_path: Path, text: str, needle: str):
     assert_config_error(run("--config", write(tmp_path, text)), needle)
 
 
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("tls_server_config:\n  cert_file: a.crt\n", "cert_file and key_file"),
+        ("tls_server_config:\n  cert_file: /nonexistent.crt\n  key_file: /x.key\n", "TLS files"),
+        ("basic_auth_users:\n  prom: plaintext\n", "not a bcrypt hash"),
+        ("basic_auth_users: [a]\n", "basic_auth_users"),
+        ("tls_config: {}\n", "unknown key"),
+        ("tls_server_config: {cert_file: a, key_file: b, min_version: TLS10}\n", "min_version"),
+        ("[unclosed\n", "not valid YAML"),
+    ],
+)
+def test_malformed_web_config(tmp_path: Path, text: str, needle: str):
+    path = tmp_path / "web.yml"
+    path.write_text(text)
+    assert_config_error(run("--dsn", "host=x", "--web.config.file", str(path)), needle)
+
+
 def test_missing_config_file():
     assert_config_error(run("--config", "/nonexistent/pg_aio.yaml"), "/nonexistent/pg_aio.yaml")
 

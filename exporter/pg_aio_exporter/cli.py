@@ -29,6 +29,7 @@ from pg_aio_exporter.config import (
 from pg_aio_exporter.exposition import Exposition
 from pg_aio_exporter.selfmetrics import SelfMetrics
 from pg_aio_exporter.web import parse_listen_address, serve
+from pg_aio_exporter.webconfig import WebConfig, load_web_config
 from pg_aio_exporter.worker import TargetWorker
 
 PROG = "pg-aio-exporter"
@@ -54,6 +55,7 @@ class Options:
     poll_interval: float
     sample_interval: float
     timeout: float
+    web: WebConfig
 
 
 def add_common_flags(parser: argparse.ArgumentParser, *, poll_default: str) -> None:
@@ -62,6 +64,11 @@ def add_common_flags(parser: argparse.ArgumentParser, *, poll_default: str) -> N
         dest="listen",
         default=DEFAULT_LISTEN,
         help=f"address to serve metrics on (default {DEFAULT_LISTEN})",
+    )
+    parser.add_argument(
+        "--web.config.file",
+        dest="web_config",
+        help="TLS and basic auth for the endpoints (exporter-toolkit format)",
     )
     parser.add_argument(
         "--web.telemetry-path",
@@ -94,13 +101,14 @@ def options_from(args: argparse.Namespace) -> Options:
         poll = parse_duration(args.poll_interval, what="--poll-interval")
         sample = parse_duration(args.sample_interval, what="--sample-interval")
         timeout = parse_duration(args.timeout, what="--timeout")
+        web = load_web_config(args.web_config) if args.web_config else WebConfig()
     except ConfigError as exc:
         fail(str(exc))
     if not MIN_SAMPLE <= sample <= MAX_SAMPLE:
         fail(f"invalid --sample-interval {args.sample_interval!r}: must be within 100ms..60s")
     if not args.metrics_path.startswith("/") or args.metrics_path in ("/", "/healthz"):
         fail(f"invalid --web.telemetry-path {args.metrics_path!r}")
-    return Options(listen, args.metrics_path, poll, sample, timeout)
+    return Options(listen, args.metrics_path, poll, sample, timeout, web)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,7 +147,7 @@ async def run_exporter(targets: Sequence[Target], options: Options) -> None:
     exposition = Exposition(selfmetrics)
     host, port = options.listen
     try:
-        server = serve((host, port), exposition, targets, options.metrics_path)
+        server = serve((host, port), exposition, targets, options.metrics_path, options.web)
     except (OSError, socket.gaierror) as exc:
         fail(f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}")
     log.info(

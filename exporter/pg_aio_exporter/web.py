@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 from pg_aio_exporter import __version__
 from pg_aio_exporter.config import ConfigError, Target
 from pg_aio_exporter.exposition import Exposition
+from pg_aio_exporter.webconfig import WebConfig
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -40,6 +41,7 @@ class _Server(ThreadingHTTPServer):
     exposition: Exposition
     metrics_path: str
     landing: bytes
+    web: WebConfig
 
 
 class _Server6(_Server):
@@ -49,10 +51,24 @@ class _Server6(_Server):
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    timeout = 30  # a client that stalls (or a TLS handshake that never ends) frees its thread
 
     def do_GET(self) -> None:
         path = urlsplit(self.path).path
-        if path == self.server.metrics_path:
+        auth = self.server.web.auth
+        # /healthz stays open for liveness probes; it says nothing but "ok".
+        if (
+            auth is not None
+            and path != "/healthz"
+            and not auth.check(self.headers["Authorization"])
+        ):
+            self._send(
+                401,
+                "text/plain; charset=utf-8",
+                b"unauthorized\n",
+                extra={"WWW-Authenticate": 'Basic realm="pg_aio_exporter"'},
+            )
+        elif path == self.server.metrics_path:
             body = self.server.exposition.body
             if "gzip" in self.headers.get("Accept-Encoding", ""):
                 self._send(200, CONTENT_TYPE, body.gzipped, encoding="gzip")
@@ -65,12 +81,21 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, "text/plain; charset=utf-8", b"not found\n")
 
-    def _send(self, status: int, content_type: str, body: bytes, encoding: str = "") -> None:
+    def _send(
+        self,
+        status: int,
+        content_type: str,
+        body: bytes,
+        encoding: str = "",
+        extra: dict[str, str] | None = None,
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         if encoding:
             self.send_header("Content-Encoding", encoding)
+        for name, value in (extra or {}).items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 
@@ -79,7 +104,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def serve(
-    address: tuple[str, int], exposition: Exposition, targets: Sequence[Target], metrics_path: str
+    address: tuple[str, int],
+    exposition: Exposition,
+    targets: Sequence[Target],
+    metrics_path: str,
+    web: WebConfig,
 ) -> ThreadingHTTPServer:
     """Bind and serve in a background thread; raises OSError when the port is taken."""
     server_class = _Server6 if ":" in address[0] else _Server
@@ -87,5 +116,12 @@ def serve(
     server.exposition = exposition
     server.metrics_path = metrics_path
     server.landing = landing_page(targets, metrics_path)
+    server.web = web
+    if web.tls is not None:
+        # The handshake happens on first read, in the request's own thread: a slow client
+        # must not hold up the accept loop.
+        server.socket = web.tls.wrap_socket(
+            server.socket, server_side=True, do_handshake_on_connect=False
+        )
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     return server

@@ -1,0 +1,132 @@
+"""/metrics protection with --web.config.file: basic auth (bcrypt) and TLS, incl. client certs."""
+
+from __future__ import annotations
+
+import base64
+import socket
+import ssl
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import bcrypt
+import pytest
+
+from certs import Certs, make_certs
+from harness import Exporter, labels
+from pg_aio_exporter.demo.server import LocalServer
+
+PASSWORD = "Scr4pe-Secret-77"
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    return make_certs(tmp_path_factory.mktemp("certs"))
+
+
+def web_config(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "web.yml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def authed(pg18: LocalServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Exporter]:
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(10)).decode()
+    config = web_config(tmp_path_factory.mktemp("web"), f"basic_auth_users:\n  prom: '{hashed}'\n")
+    exp = Exporter("--dsn", pg18.dsn(), "--web.config.file", config, "--poll-interval", "1s")
+    yield exp
+    exp.stop()
+
+
+def status(
+    url: str, user: str | None = None, password: str = "", context: ssl.SSLContext | None = None
+) -> int:
+    request = urllib.request.Request(url)  # noqa: S310
+    if user is not None:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5, context=context) as resp:  # noqa: S310
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+@pytest.mark.parametrize(
+    ("path", "user", "password", "expected"),
+    [
+        ("/metrics", None, "", 401),
+        ("/metrics", "prom", "wrong", 401),
+        ("/metrics", "nobody", PASSWORD, 401),
+        ("/", None, "", 401),
+        ("/metrics", "prom", PASSWORD, 200),
+        ("/", "prom", PASSWORD, 200),
+        ("/healthz", None, "", 200),  # liveness probes carry no credentials
+    ],
+)
+def test_basic_auth(authed: Exporter, path: str, user: str | None, password: str, expected: int):
+    assert status(authed.url + path, user, password) == expected
+
+
+def test_basic_auth_cost_is_paid_once(authed: Exporter):
+    status(authed.url + "/metrics", "prom", PASSWORD)
+    started = time.perf_counter()
+    for _ in range(10):
+        assert status(authed.url + "/metrics", "prom", PASSWORD) == 200
+    assert (time.perf_counter() - started) / 10 < 0.05, "bcrypt must not run on every scrape"
+    assert PASSWORD not in authed.logs()
+
+
+def client_context(certs: Certs, with_cert: bool = False) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(certs.ca))
+    if with_cert:
+        context.load_cert_chain(*certs.pair("client"))
+    return context
+
+
+def test_tls(pg18: LocalServer, certs: Certs, tmp_path: Path):
+    cert, key = certs.pair("server")
+    config = web_config(tmp_path, f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n")
+    exp = Exporter(
+        "--dsn",
+        pg18.dsn(),
+        "--web.config.file",
+        config,
+        "--poll-interval",
+        "1s",
+        tls=client_context(certs),
+    )
+    try:
+        assert exp.wait_poll()["pg_up"][labels(target="default")] == 1
+        # A client that connects and never handshakes must not block the others.
+        with socket.create_connection(("127.0.0.1", exp.port)):
+            started = time.perf_counter()
+            exp.get("/metrics")
+            assert time.perf_counter() - started < 0.5
+        with pytest.raises(OSError):  # plain HTTP to the TLS port: the server hangs up
+            urllib.request.urlopen(f"http://127.0.0.1:{exp.port}/metrics", timeout=5)
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            urllib.request.urlopen(exp.url + "/metrics", timeout=5)  # noqa: S310 (system CAs)
+    finally:
+        exp.stop()
+
+
+def test_client_certificates(pg18: LocalServer, certs: Certs, tmp_path: Path):
+    cert, key = certs.pair("server")
+    config = web_config(
+        tmp_path,
+        f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n"
+        f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {certs.ca}\n",
+    )
+    exp = Exporter(
+        "--dsn", pg18.dsn(), "--web.config.file", config, tls=client_context(certs, with_cert=True)
+    )
+    try:
+        assert exp.get("/metrics")[0] == 200
+        with pytest.raises(OSError):  # refused during or right after the handshake
+            status(exp.url + "/metrics", context=client_context(certs))
+    finally:
+        exp.stop()
