@@ -30,7 +30,7 @@ test: lint
 dashboards: $(STAMP)
 	$(BIN)/python dashboards/generate.py
 
-# The README pictures in docs/img/, drawn from a real run (~3 minutes).
+# The README pictures in docs/img/, drawn from a real run (about 6 minutes).
 screenshots: $(STAMP)
 	$(BIN)/python dashboards/render_pictures.py
 

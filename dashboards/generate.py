@@ -240,7 +240,7 @@ def _label_values(name: str, label: str, selector: str) -> db.QueryVariable:
         # `.*` rather than the list of values: also matches rows of the sampler metrics that
         # pg_stat_io has no reads for (e.g. walwriter waits), and keeps the query short.
         .all_value(".*")
-        .current(dm.VariableOption(selected=True, text="All", value="$__all"))
+        .current(dm.VariableOption(selected=True, text=["All"], value=["$__all"]))
     )
 
 

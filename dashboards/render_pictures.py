@@ -1,6 +1,6 @@
 """Draws the README pictures of the dashboards from real data (no Grafana runs here).
 
-    python dashboards/render_pictures.py [--phase-seconds 75] [--out docs/img]   # make screenshots
+    python dashboards/render_pictures.py [--phase-seconds 120] [--out docs/img]   # make screenshots
 
 Starts an embedded PostgreSQL 18, a read workload, the exporter and a Prometheus with the
 shipped rules; runs the workload with io_method=worker, then restarts the server with
@@ -65,8 +65,13 @@ UNITS = {
 }
 MOST_SERIES = 6  # per panel: more lines than this no longer read in a small picture
 STEP = 2
+WINDOW = "1m"  # the shortest shipped rule window: the run stays short
+WINDOW_SECONDS = 60
 # Grafana's dark theme, so that the picture looks like the dashboard it stands for.
 BACKGROUND, PANEL, TEXT, GRID = "#111217", "#181b1f", "#ccccdc", "#2c3235"
+# Grafana's own shades of the annotation colour names, readable on the dark background.
+NAMED = {"blue": "#5794f2", "red": "#f2495c", "orange": "#ff9830", "purple": "#b877d9"}
+NAMED["yellow"] = "#fade2a"
 PALETTE = ["#73bf69", "#f2cc0c", "#5794f2", "#ff780a", "#b877d9", "#f2495c", "#8ab8ff"]
 
 
@@ -160,7 +165,7 @@ def draw_annotations(
     for group in groups:
         when = datetime.fromtimestamp(group[0][0])
         for ax in axes:
-            ax.axvline(when, color=group[0][2], lw=1.2, ls=":")
+            ax.axvline(when, color=NAMED.get(group[0][2], group[0][2]), lw=1.5, ls=":")
         axes[0].annotate(
             ", ".join(dict.fromkeys(title for _, title, _ in group)),
             (when, 0.97),
@@ -184,7 +189,7 @@ def render(
     offset: str | None = None,
 ) -> None:
     board = json.loads(board_path.read_text())
-    values = {**resolve(board, prom, seconds=span[1] - span[0]), **SELECTION, "window": "1m"}
+    values = {**resolve(board, prom, seconds=span[1] - span[0]), **SELECTION, "window": WINDOW}
     if offset:
         values["offset"] = offset
     by_title = {p["title"]: p for p in dq.panels(board)}
@@ -214,7 +219,7 @@ def render(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--phase-seconds", type=int, default=75)
+    parser.add_argument("--phase-seconds", type=int, default=120)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
     args = parser.parse_args(argv)
     settings = {"shared_buffers": "16MB", "track_io_timing": "on", "io_method": "worker"}
@@ -223,6 +228,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.start()
         create_table(server.dsn(), 64)
         with aio_stack(server.dsn()) as (_, prom):
+            # A rate over a window that reaches back before the first scrape ramps up from 0
+            # (Prometheus divides by the whole window): draw nothing from that first window.
+            time.sleep(WINDOW_SECONDS)
             start = time.time()
             time.sleep(args.phase_seconds)
             # The comparison the second dashboard exists for: same workload, other io_method.
@@ -237,14 +245,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 OVERVIEW_PANELS,
                 args.out / "dashboard-overview.png",
                 span=span,
-                caption="io_method=worker, then sync (PostgreSQL 18, 64 MB table, 1 m windows)",
+                caption="io_method=worker, then sync (PostgreSQL 18, 64 MB table, 1m windows)",
             )
             render(
                 prom,
                 COMPARISON,
                 COMPARISON_PANELS,
                 args.out / "dashboard-comparison.png",
-                span=(switched, span[1]),
+                # After one more window every "now" point is sync and every dashed one worker.
+                span=(switched + WINDOW_SECONDS, span[1]),
                 caption="io_method=sync now vs worker before (dashed)",
                 offset=f"{round(switched - start)}s",
             )
