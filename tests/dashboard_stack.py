@@ -19,7 +19,7 @@ from prometheus import Prometheus
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "dashboards"))
 
-import queries as dq  # noqa: E402  (dashboards/ is not a package)
+import dashboard_queries as dq  # noqa: E402  (dashboards/ is not a package)
 
 # The shipped rule files, as shipped: their shortest window (1m) already yields data after two
 # 1 s scrapes, so no regeneration with shorter windows is needed.
