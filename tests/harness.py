@@ -20,6 +20,17 @@ from prometheus_client.parser import text_string_to_metric_families
 from pg_aio_exporter.demo.server import free_port
 
 T = TypeVar("T")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_dir() -> Path:
+    """The project's read-only shared/ folder: beside the checkout (CI), or the workspace's."""
+    for candidate in (REPO.parent / "shared", Path("/work/shared")):
+        if (candidate / "design" / "metrics.md").exists():
+            return candidate
+    raise AssertionError("shared/ (metric contract) not found beside the checkout")
+
+
 Labels = frozenset[tuple[str, str]]
 Samples = dict[str, dict[Labels, float]]
 

@@ -8,16 +8,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
 
-from harness import Exporter, labels, observer, parse, wait_for
+from harness import Exporter, labels, observer, parse, shared_dir, wait_for
 from iocheck import burst, one_interval, quiesce, series_key
 from pg_aio_exporter.demo.server import LocalServer
 
-CONTRACT_CHECK = Path(__file__).resolve().parents[2] / "shared" / "tools" / "check_contract.py"
 POLL = 3.0  # long enough that a short burst of reads fits inside one interval
 
 
@@ -35,6 +33,8 @@ def exporter(pg18: LocalServer) -> Iterator[Exporter]:
 
 
 def test_stats_reset_between_polls(pg18: LocalServer, exporter: Exporter, obs: psycopg.Connection):
+    for _ in range(2):  # more reads before the reset than the one burst after it
+        burst(pg18.dsn())
     quiesce(pg18.dsn())
     before = exporter.wait_poll()
     with psycopg.connect(pg18.dsn(), autocommit=True) as conn:
@@ -98,7 +98,13 @@ def test_exposition_is_clean_and_meets_the_contract(
     info = samples["pg_server_info"]
     assert any(dict(k)["version_num"].startswith("18") for k in info)
     result = subprocess.run(
-        [sys.executable, str(CONTRACT_CHECK), exporter.url + "/metrics", "--require", "intervals"],
+        [
+            sys.executable,
+            str(shared_dir() / "tools" / "check_contract.py"),
+            exporter.url + "/metrics",
+            "--require",
+            "intervals",
+        ],
         capture_output=True,
         text=True,
         check=False,

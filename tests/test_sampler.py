@@ -113,8 +113,14 @@ def test_sync_io_method_on_slow_storage(slow_server: tuple[LocalServer, SlowRead
     finally:
         server.configure({"io_method": "worker"})
         server.restart()
-    assert client_wait(after, "IO", "DataFileRead") > client_wait(before, "IO", "DataFileRead")
-    assert client_wait(after, "IO", "AioIoCompletion") == 0
+    own_reads = client_wait(after, "IO", "DataFileRead") - client_wait(before, "IO", "DataFileRead")
+    others_io = client_wait(after, "IO", "AioIoCompletion")
+    assert own_reads > 10
+    # With sync the backends read themselves. A stray AioIoCompletion sample can still appear:
+    # a backend waiting for another process' I/O on the same buffer (e.g. the background
+    # writer flushing a page the scan wants) — a few percent at most, against the
+    # worker-mode test where it is what clients wait on.
+    assert others_io <= 0.05 * own_reads, (others_io, own_reads)
     assert after["pg_aio_io_workers"][T] == 0
     assert "pg_aio_io_worker_utilization_ratio" not in after, "no workers: utilisation undefined"
 
