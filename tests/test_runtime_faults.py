@@ -92,18 +92,18 @@ def test_unreachable(host: str):
         exp.stop()
 
 
-def test_pg_monitor_role_sees_everything(pg18: LocalServer):
-    with psycopg.connect(pg18.dsn(), autocommit=True) as conn:
-        conn.execute("DROP ROLE IF EXISTS pgaio_monitor")
-        conn.execute("CREATE ROLE pgaio_monitor LOGIN IN ROLE pg_monitor")
-    exp = Exporter(
-        "--dsn",
-        pg18.dsn(user="pgaio_monitor"),
-        "--poll-interval",
-        "1s",
-        "--sample-interval",
-        "100ms",
+def exporter_as(server: LocalServer, role: str, grants: str) -> Exporter:
+    """The exporter logged in as a fresh role created with `grants` (e.g. "IN ROLE pg_monitor")."""
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        conn.execute(f"DROP ROLE IF EXISTS {role}")
+        conn.execute(f"CREATE ROLE {role} LOGIN {grants}")
+    return Exporter(
+        "--dsn", server.dsn(user=role), "--poll-interval", "1s", "--sample-interval", "100ms"
     )
+
+
+def test_pg_monitor_role_sees_everything(pg18: LocalServer):
+    exp = exporter_as(pg18, "pgaio_monitor", "IN ROLE pg_monitor")
     try:
         exp.wait_poll()
         scraped = exp.wait_poll()
@@ -119,17 +119,7 @@ def test_pg_monitor_role_sees_everything(pg18: LocalServer):
 
 
 def test_role_without_pg_monitor_degrades_gracefully(pg18: LocalServer):
-    with psycopg.connect(pg18.dsn(), autocommit=True) as conn:
-        conn.execute("DROP ROLE IF EXISTS pgaio_nopriv")
-        conn.execute("CREATE ROLE pgaio_nopriv LOGIN")
-    exp = Exporter(
-        "--dsn",
-        pg18.dsn(user="pgaio_nopriv"),
-        "--poll-interval",
-        "1s",
-        "--sample-interval",
-        "100ms",
-    )
+    exp = exporter_as(pg18, "pgaio_nopriv", "")
     try:
         exp.wait_poll()
         time.sleep(1)
