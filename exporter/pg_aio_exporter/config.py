@@ -6,6 +6,7 @@ password: the CLI turns it into exit code 2.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,6 +82,10 @@ def parse_duration(text: str, *, what: str) -> float:
         if not parts or "".join(n + u for n, u in parts) != text:
             raise ConfigError(f"invalid {what} {text!r}: use e.g. 30s, 1m, 500ms") from None
         seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+    # float() accepts "nan" and "inf", and 400 digits overflow to inf: a timeout of either
+    # fails only later, in the worker (int(nan * 1000)), on every poll.
+    if not math.isfinite(seconds):
+        raise ConfigError(f"invalid {what} {text!r}: must be a finite duration")
     if seconds <= 0:
         raise ConfigError(f"invalid {what} {text!r}: must be positive")
     return seconds
@@ -128,7 +133,9 @@ def _target_from_mapping(item: Any, index: int) -> Target:
         raise ConfigError(f"targets[{index}] must be a mapping with name and dsn")
     unknown = set(item) - {"name", "dsn", "dsn_file", "password_file", "labels"}
     if unknown:
-        raise ConfigError(f"targets[{index}]: unknown key(s) {', '.join(sorted(unknown))}")
+        # YAML keys may be ints or null: sort them as text, as the top-level check does.
+        keys = ", ".join(sorted(map(str, unknown)))
+        raise ConfigError(f"targets[{index}]: unknown key(s) {keys}")
     name = item.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"targets[{index}]: name is required")
@@ -179,6 +186,9 @@ def load_config(path: str) -> list[Target]:
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 1}" if where is not None else ""
         raise ConfigError(f"config file {path} is not valid YAML{line}") from None
+    except RecursionError:
+        # PyYAML composes nodes recursively: a few hundred unclosed "[" exhaust the stack.
+        raise ConfigError(f"config file {path} is nested too deeply") from None
     if not isinstance(document, dict) or not isinstance(document.get("targets"), list):
         raise ConfigError(f"config file {path}: expected a mapping with a 'targets' list")
     unknown = set(document) - {"targets"}

@@ -8,9 +8,10 @@ the previous sample (or a poll) still runs is skipped and counted as an overrun.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import psycopg
 from psycopg.rows import dict_row
@@ -33,6 +34,12 @@ Connection = psycopg.AsyncConnection[Row]
 # Slack on top of the server-side timeouts, for a server that never answers at all.
 CLIENT_TIMEOUT_SLACK = 1.0
 FIRST_RETRY = 1.0  # reconnect backoff doubles from here up to the poll interval
+# psycopg (3.3, AsyncConnection.wait) answers a cancelled statement by sending the server a
+# cancel request and waiting up to 5 s for it, then up to 5 s for the statement to end: behind
+# a black hole a sample took 13 s instead of --timeout + 1. A second cancellation makes it drop
+# the connection at once. The server-side cancel is useless by then: the client timeout is
+# longer than statement_timeout, so it only expires when the server or network is unresponsive.
+CANCEL_GRACE = 0.25
 
 
 # backend_type in pg_stat_activity, which the sampler needs, exists since PostgreSQL 10.
@@ -45,7 +52,8 @@ class UnsupportedServerError(Exception):
 
 _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
     ((UnsupportedServerError,), "unsupported"),
-    ((TimeoutError, psycopg.errors.QueryCanceled), "timeout"),
+    # LockNotAvailable is lock_timeout firing: the same bounded wait as statement_timeout.
+    ((TimeoutError, psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable), "timeout"),
     ((psycopg.errors.InsufficientPrivilege,), "privilege"),
     ((psycopg.errors.InvalidPassword, psycopg.errors.InvalidAuthorizationSpecification), "auth"),
 )
@@ -53,6 +61,9 @@ _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
 _CONNECT_MESSAGES = (
     ("authentication failed", "auth"),
     ("no password supplied", "auth"),
+    # "no pg_hba.conf entry" / "pg_hba.conf rejects connection" (e.g. hostssl only, client
+    # without TLS): SQLSTATE 28000, which is "auth" when psycopg has the SQLSTATE.
+    ("pg_hba.conf", "auth"),
     ("timeout expired", "timeout"),
 )
 
@@ -66,6 +77,31 @@ def error_kind(exc: BaseException) -> str:
         text = str(exc)
         return next((kind for needle, kind in _CONNECT_MESSAGES if needle in text), "connection")
     return "query"
+
+
+@contextlib.asynccontextmanager
+async def client_timeout(seconds: float) -> AsyncIterator[None]:
+    """asyncio.timeout(seconds) that psycopg's query cancellation cannot stretch."""
+    task = asyncio.current_task()
+    assert task is not None
+    forced = False
+
+    def force() -> None:
+        nonlocal forced
+        forced = True
+        task.cancel()
+
+    handle = asyncio.get_running_loop().call_later(seconds + CANCEL_GRACE, force)
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except asyncio.CancelledError:
+        if not forced:
+            raise  # cancelled from outside (shutdown): not ours to swallow
+        task.uncancel()  # asyncio.timeout took back the first cancellation, this is the second
+        raise TimeoutError from None
+    finally:
+        handle.cancel()
 
 
 def next_tick(deadline: float, interval: float, now: float) -> tuple[float, int]:
@@ -172,7 +208,7 @@ class TargetWorker:
     async def _connect(self) -> Connection:
         if self._conn is not None:
             return self._conn
-        async with asyncio.timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
+        async with client_timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
             conn = await psycopg.AsyncConnection.connect(
                 self.target.conninfo, autocommit=True, row_factory=dict_row
             )
@@ -242,7 +278,7 @@ class TargetWorker:
             planned = [(c, c.query(version)) for c in self._collectors]
             self._log_unsupported(version, [c.name for c, sql in planned if sql is None])
             runnable = [(c, sql) for c, sql in planned if sql is not None]
-            async with asyncio.timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
+            async with client_timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
                 results = await run_pipelined(conn, [sql for _, sql in runnable])
         except (psycopg.Error, TimeoutError, OSError, UnsupportedServerError) as exc:
             # Unreachable, refused, timed out or dropped: start over on the next poll.
@@ -280,7 +316,7 @@ class TargetWorker:
         queries = [activity.SQL] if aios_sql is None else [activity.SQL, aios_sql]
         started = time.perf_counter()
         try:
-            async with asyncio.timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
+            async with client_timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
                 results = await run_pipelined(conn, queries)
         except (psycopg.Error, TimeoutError, OSError) as exc:
             await self._disconnect()

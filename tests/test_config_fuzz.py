@@ -1,0 +1,221 @@
+"""Property-based tests of the configuration and DSN parsers: any input either loads or fails
+with a ConfigError whose message is one line and holds none of the input's passwords. Anything
+else (a traceback) is a bug: the CLI turns ConfigError, and only it, into exit code 2."""
+
+from __future__ import annotations
+
+import math
+import string
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
+
+from pg_aio_exporter.config import ConfigError, Target, load_config, normalize_dsn, parse_duration
+
+pytestmark = pytest.mark.unit
+
+BOUNDED = settings(max_examples=200, deadline=None)
+# Passwords are drawn from characters that need no quoting in either DSN form, so that the
+# string the user typed is exactly the one that must not come back.
+SECRETS = st.text(string.ascii_letters + string.digits + "-_.~", min_size=8, max_size=16).map(
+    lambda s: "Pw" + s
+)
+KEYWORDS = ["host", "hostaddr", "port", "dbname", "user", "sslmode", "connect_timeout", "options"]
+KEYS = st.sampled_from(KEYWORDS) | st.text(min_size=1, max_size=8)
+VALUES = st.text(max_size=12) | st.sampled_from(["'", "\\", "=", "''", "' '", "5432", "x y"])
+
+
+@st.composite
+def dsns(draw: st.DrawFn) -> tuple[str, str]:
+    """(a key=value or URI DSN, often malformed, holding a password; that password)."""
+    secret = draw(SECRETS)
+    junk = draw(st.lists(st.tuples(KEYS, VALUES), max_size=4))
+    if draw(st.booleans()):
+        spelled = draw(st.sampled_from(["password={}", "password='{}'", "password = {}"]))
+        pieces = [f"{k}={v}" for k, v in junk]
+        pieces.insert(draw(st.integers(0, len(pieces))), spelled.format(secret))
+        return draw(st.sampled_from([" ", "  ", "\t"])).join(pieces), secret
+    user = draw(st.text(string.ascii_letters, max_size=6))
+    host = draw(VALUES)
+    query = "&".join(f"{k}={v}" for k, v in junk)
+    if draw(st.booleans()):
+        return f"postgresql://{user}:{secret}@{host}/db?{query}", secret
+    return f"postgresql://{user}@{host}/db?{query}&password={secret}", secret
+
+
+def assert_clean(exc: ConfigError, *secrets: str) -> str:
+    message = str(exc)
+    assert message, "an empty message tells the user nothing"
+    assert "\n" not in message and "\r" not in message, message
+    for secret in secrets:
+        assert secret not in message, message
+    return message
+
+
+@BOUNDED
+@given(dsns())
+@example(("password='Pwunterminated host=x", "Pwunterminated"))
+@example(("postgresql://u:Pwsecret99@h:notaport/db", "Pwsecret99"))
+@example(("host=a port=Pwsecret99 password=Pwsecret99", "Pwsecret99"))
+def test_normalize_dsn_loads_or_fails_cleanly(case: tuple[str, str]):
+    dsn, secret = case
+    try:
+        conninfo = normalize_dsn(dsn)
+    except ConfigError as exc:
+        assert_clean(exc, secret)
+    else:
+        assert "application_name" in conninfo
+        assert secret not in repr(Target(name="t", conninfo=conninfo))
+
+
+@BOUNDED
+@given(st.text(max_size=20) | st.from_regex(r"\A[0-9.]{0,6}(ms|s|m|h|d|us)?\Z"))
+@example("nan")
+@example("inf")
+@example("1" * 400)
+@example("1" * 400 + "s")
+@example("-0")
+@example("1m30s")
+def test_parse_duration_is_finite_positive_or_fails_cleanly(text: str):
+    try:
+        seconds = parse_duration(text, what="--timeout")
+    except ConfigError as exc:
+        assert_clean(exc)
+    else:
+        assert math.isfinite(seconds) and seconds > 0, seconds
+
+
+def test_parse_duration_rejects_non_finite():
+    # Regression: float() took these, and int(timeout * 1000) failed in the worker on every poll.
+    for text in ("nan", "inf", "-inf", "1" * 400):
+        with pytest.raises(ConfigError, match="finite"):
+            parse_duration(text, what="--timeout")
+
+
+# YAML-able junk: what a hand-written config may hold where a string is expected.
+SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10)
+JUNK = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(max_size=6) | st.integers(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@st.composite
+def configs(draw: st.DrawFn, directory: Path) -> tuple[str, list[str]]:
+    """(the text of a config file, the passwords it refers to)."""
+    secrets: list[str] = []
+    targets = []
+    for index in range(draw(st.integers(0, 3))):
+        item: dict[object, object] = {}
+        if draw(st.booleans()):
+            item["name"] = draw(st.sampled_from(["a", "b", ""]) | JUNK)
+        dsn, secret = draw(dsns())
+        secrets.append(secret)
+        where = draw(st.sampled_from(["dsn", "dsn_file", "both", "neither", "junk"]))
+        if where in ("dsn", "both"):
+            item["dsn"] = dsn
+        if where in ("dsn_file", "both"):
+            path = directory / f"dsn{index}"
+            path.write_text(dsn)
+            item["dsn_file"] = str(path)
+        if where == "junk":
+            item["dsn"] = draw(JUNK)
+        if draw(st.booleans()):
+            secret = draw(SECRETS)
+            secrets.append(secret)
+            path = directory / f"pw{index}"
+            path.write_text(secret + "\n")
+            item["password_file"] = draw(st.sampled_from([str(path), str(directory / "nope")]))
+        if draw(st.booleans()):
+            item["labels"] = draw(
+                st.dictionaries(st.sampled_from(["env", "target", "__x", "0a"]) | SCALARS, JUNK)
+                | JUNK
+            )
+        if draw(st.booleans()):
+            item[draw(st.text(max_size=5) | st.integers())] = draw(JUNK)
+        targets.append(item if draw(st.integers(0, 9)) else draw(JUNK))
+    document: object = {"targets": targets}
+    if draw(st.integers(0, 9)) == 0:
+        document = draw(JUNK)
+    elif draw(st.integers(0, 9)) == 0:
+        document = {"targets": targets, draw(st.text(max_size=5) | st.integers()): 1}
+    text = yaml.safe_dump(document, allow_unicode=True)
+    if draw(st.integers(0, 4)) == 0:
+        # A stray character somewhere: broken YAML as well as valid YAML of another shape.
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(st.sampled_from(list(":-[]{}'\"#&*!|>%@`\t\n"))) + text[at:]
+    return text, secrets
+
+
+def check_config(text: str | bytes, secrets: list[str], directory: Path) -> ConfigError | None:
+    path = directory / "config.yaml"
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    try:
+        targets = load_config(str(path))
+    except ConfigError as exc:
+        assert_clean(exc, *secrets)
+        return exc
+    assert targets and len({t.name for t in targets}) == len(targets)
+    for target in targets:
+        assert not any(s in repr(target) or s in target.address for s in secrets)
+    return None
+
+
+@BOUNDED
+@given(st.data())
+def test_load_config_loads_or_fails_cleanly(data: st.DataObject):
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        text, secrets = data.draw(configs(directory))
+        check_config(text, secrets, directory)
+
+
+@BOUNDED
+@given(st.binary(max_size=200) | st.text(max_size=200))
+@example(b"\xff\xfe targets: []")
+@example("[" * 5000)
+@example("targets:\n  - {name: a, dsn: 'host=x', 1: x, zz: y}\n")
+@example("targets: [{name: a, dsn: 'host=x'}, {name: a, dsn: 'host=y'}]")
+def test_load_config_survives_arbitrary_files(content: str | bytes):
+    with tempfile.TemporaryDirectory() as tmp:
+        check_config(content, [], Path(tmp))
+
+
+def test_unknown_keys_of_mixed_types_are_reported():
+    # Regression: sorted() of {1, "zz"} raised TypeError, a traceback instead of exit code 2.
+    with tempfile.TemporaryDirectory() as tmp:
+        text = "targets:\n  - {name: a, dsn: 'host=x', 1: x, zz: y}\n"
+        exc = check_config(text, [], Path(tmp))
+    assert exc is not None and "unknown key(s) 1, zz" in str(exc)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(st.data())
+def test_cli_exits_2_with_one_line(data: st.DataObject):
+    """The real command line on a few generated bad files: exit 2, the same one line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        text, secrets = data.draw(configs(directory))
+        exc = check_config(text, secrets, directory)
+        assume(exc is not None)  # a good file would start the exporter
+        result = subprocess.run(
+            [sys.executable, "-m", "pg_aio_exporter", "--config", str(directory / "config.yaml")],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr == f"pg-aio-exporter: error: {exc}\n"

@@ -1,0 +1,93 @@
+"""The worker's client-side timeout and error kinds, without a server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+import psycopg
+import pytest
+
+from pg_aio_exporter.worker import CANCEL_GRACE, client_timeout, error_kind
+
+pytestmark = pytest.mark.unit
+
+
+async def psycopg_like_wait() -> None:
+    """What psycopg's AsyncConnection.wait does when cancelled: ask the server to cancel and
+    wait (up to 5 + 5 s) for it; a second interruption ends that at once."""
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        with contextlib.suppress(asyncio.CancelledError):  # psycopg closes the connection
+            await asyncio.sleep(10)
+        raise
+
+
+def test_client_timeout_is_not_stretched_by_cancellation_handling():
+    async def main() -> float:
+        started = time.perf_counter()
+        with pytest.raises(TimeoutError):
+            async with client_timeout(0.2):
+                await psycopg_like_wait()
+        return time.perf_counter() - started
+
+    elapsed = asyncio.run(main())
+    assert elapsed < 0.2 + CANCEL_GRACE + 0.5, elapsed  # was 10.2 s with asyncio.timeout
+
+
+def test_client_timeout_lets_a_shutdown_through():
+    async def main() -> None:
+        async def body() -> None:
+            async with client_timeout(5):
+                await asyncio.sleep(60)
+
+        task = asyncio.create_task(body())
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert task.cancelled()
+
+    asyncio.run(main())
+
+
+def test_client_timeout_leaves_fast_work_alone():
+    async def main() -> int:
+        async with client_timeout(1):
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(1 + CANCEL_GRACE)  # the second cancellation must not fire later
+        task = asyncio.current_task()
+        assert task is not None
+        return task.cancelling()
+
+    assert asyncio.run(main()) == 0
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    [
+        (psycopg.errors.LockNotAvailable("canceling statement due to lock timeout"), "timeout"),
+        (
+            psycopg.OperationalError(
+                'connection failed: FATAL:  pg_hba.conf rejects connection for host "127.0.0.1",'
+                ' user "u", database "d", no encryption'
+            ),
+            "auth",
+        ),
+        (
+            psycopg.OperationalError(
+                'connection failed: FATAL:  no pg_hba.conf entry for host "127.0.0.1", user "u"'
+            ),
+            "auth",
+        ),
+        (
+            psycopg.OperationalError("server does not support SSL, but SSL was required"),
+            "connection",
+        ),
+        (psycopg.OperationalError("FATAL:  sorry, too many clients already"), "connection"),
+    ],
+)
+def test_error_kind_of_faults(exc: BaseException, kind: str):
+    assert error_kind(exc) == kind
