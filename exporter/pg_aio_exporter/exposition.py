@@ -1,59 +1,98 @@
 """In-memory state -> the /metrics body, rendered off the scrape path.
 
-Workers publish their latest families; a render task rebuilds the body (and its gzip form)
-once per burst of updates and swaps it in. A scrape only reads `Exposition.body`, so it never
-waits on PostgreSQL or on rendering.
+Workers publish their latest families, already rendered to text (metricset.py); a render task
+assembles the body once per burst of updates and swaps it in. A scrape only reads
+`Exposition.body`, so it never waits on PostgreSQL or on rendering.
+
+With many targets the body is large (about 100 kB per target) and updates arrive many times a
+second, so assembling copies bytes and formats nothing: each (target, part) keeps its text per
+family, and only a part that was republished was formatted since the last render.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gzip
-from collections.abc import Iterable
-from typing import NamedTuple
 
-from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import Metric
-from prometheus_client.registry import Collector
-
-from pg_aio_exporter.metricset import merge
+from pg_aio_exporter.metricset import Family
 from pg_aio_exporter.selfmetrics import SelfMetrics
 
 # Updates arriving within this window share one render.
 COALESCE_SECONDS = 0.05
+# Up to this size the gzip form is made with the body, so no scrape waits for it. A larger
+# body (tens of targets) is compressed by its first gzip scrape instead: it is replaced many
+# times between two scrapes, and compressing each version would cost more than all else.
+EAGER_GZIP_BYTES = 512 * 1024
 
 
-class Body(NamedTuple):
-    plain: bytes
-    gzipped: bytes
+def _compress(plain: bytes) -> bytes:
+    return gzip.compress(plain, compresslevel=1)
 
 
-class _Published(Collector):
-    def __init__(self) -> None:
-        self.parts: dict[tuple[str, str], list[Metric]] = {}
+class Body:
+    __slots__ = ("_gzipped", "plain")
 
-    def collect(self) -> Iterable[Metric]:
-        return merge(self.parts[key] for key in sorted(self.parts))
+    def __init__(self, plain: bytes) -> None:
+        self.plain = plain
+        self._gzipped = _compress(plain) if len(plain) <= EAGER_GZIP_BYTES else None
+
+    @property
+    def gzipped(self) -> bytes:
+        gzipped = self._gzipped
+        if gzipped is None:
+            # Two simultaneous first gzip scrapes may both compress: same bytes, so no lock.
+            gzipped = self._gzipped = _compress(self.plain)
+        return gzipped
+
+
+class _Piece:
+    """One family of one (target, part): its header and its sample lines."""
+
+    __slots__ = ("header", "name", "text")
+
+    def __init__(self, family: Family) -> None:
+        self.name = family.name
+        self.header = family.header.encode()
+        self.text: bytes | memoryview = "".join(family.lines).encode()
 
 
 class Exposition:
     def __init__(self, selfmetrics: SelfMetrics) -> None:
-        self._published = _Published()
-        self._registry = CollectorRegistry(auto_describe=False)
-        self._registry.register(self._published)
-        self._registry.register(selfmetrics.registry)
+        self._self = selfmetrics
+        self._parts: dict[tuple[str, str], list[_Piece]] = {}
         self._changed = asyncio.Event()
-        self.body = Body(b"", gzip.compress(b""))
+        self.body = Body(b"")
         self.render()
 
-    def publish(self, target: str, part: str, families: list[Metric]) -> None:
+    def publish(self, target: str, part: str, families: list[Family]) -> None:
         """Replace what one target's poller ("poll") or sampler ("sample") last produced."""
-        self._published.parts[(target, part)] = families
+        self._parts[(target, part)] = [_Piece(family) for family in families]
         self._changed.set()
 
     def render(self) -> None:
-        plain = generate_latest(self._registry)
-        self.body = Body(plain, gzip.compress(plain, compresslevel=1))
+        # The text format allows one HELP/TYPE per name: group every part's pieces by family,
+        # in order of first appearance over the parts sorted by (target, part).
+        groups: dict[str, list[_Piece]] = {}
+        for key in sorted(self._parts):
+            for piece in self._parts[key]:
+                groups.setdefault(piece.name, []).append(piece)
+        chunks: list[bytes | memoryview] = []
+        for group in groups.values():
+            chunks.append(group[0].header)
+            chunks.extend(piece.text for piece in group)
+        chunks.append(self._self.render())
+        plain = b"".join(chunks)
+        # Point every piece into the new body rather than keeping its own copy: the texts
+        # then cost no memory beyond the body itself (10 MB with 100 targets).
+        view = memoryview(plain)
+        offset = 0
+        for group in groups.values():
+            offset += len(group[0].header)
+            for piece in group:
+                end = offset + len(piece.text)
+                piece.text = view[offset:end]
+                offset = end
+        self.body = Body(plain)
 
     async def run(self) -> None:
         while True:
