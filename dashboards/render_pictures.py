@@ -152,7 +152,9 @@ def draw_annotations(
         for series in fetch(prom, dq.substitute(item["expr"], values), *span):
             previous = None
             for t, _ in series["values"]:
-                if previous is None or float(t) - previous > 2 * STEP:
+                # A run already on at the left edge began before the picture: no event in it.
+                starts_run = previous is None or float(t) - previous > 2 * STEP
+                if starts_run and float(t) - span[0] > STEP:
                     events.append((float(t), item["titleFormat"], item["iconColor"]))
                 previous = float(t)
     events.sort()
