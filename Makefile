@@ -34,6 +34,10 @@ dashboards: $(STAMP)
 screenshots: $(STAMP)
 	$(BIN)/python dashboards/render_pictures.py
 
+# Performance figures of README "Performance" (~15 minutes; not part of `make test`).
+bench: $(STAMP)
+	cd bench && ../$(BIN)/python scrape.py && ../$(BIN)/python scale.py && ../$(BIN)/python server_cost.py
+
 # Regenerate alerts/*.yml and the tables of docs/alerts.md from alerts/params.yaml.
 rules: $(STAMP)
 	$(BIN)/python alerts/generate.py
