@@ -36,7 +36,9 @@ screenshots: $(STAMP)
 
 # Performance figures of README "Performance" (~15 minutes; not part of `make test`).
 bench: $(STAMP)
-	cd bench && ../$(BIN)/python scrape.py && ../$(BIN)/python scale.py && ../$(BIN)/python server_cost.py
+	$(BIN)/python bench/scrape.py
+	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/server_cost.py
 
 # Regenerate alerts/*.yml and the tables of docs/alerts.md from alerts/params.yaml.
 rules: $(STAMP)
