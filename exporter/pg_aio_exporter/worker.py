@@ -209,8 +209,14 @@ class TargetWorker:
         if self._conn is not None:
             return self._conn
         async with client_timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
+            # No automatic prepared statements: psycopg (3.3) prepares a statement on its 6th
+            # run, and when that run sits behind a failed statement in a pipeline, the server
+            # skips the Parse but psycopg records the name: the statement then fails for good
+            # ("prepared statement _pg3_0 does not exist"). Seen after a lock wait on
+            # pg_stat_activity: pg_aios was lost until a reconnect. Planning these few small
+            # statements each time costs the server little.
             conn = await psycopg.AsyncConnection.connect(
-                self.target.conninfo, autocommit=True, row_factory=dict_row
+                self.target.conninfo, autocommit=True, row_factory=dict_row, prepare_threshold=None
             )
             try:
                 version = conn.info.server_version

@@ -1,0 +1,125 @@
+"""Helpers for the fault-injection tests: what "the exporter is fine" means, measured from
+outside (scrape latency, threads, fds, counters), and a throwaway TLS CA."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import Exporter, Labels, Samples, labels
+
+TARGET = labels(target="default")
+ERRORS = "pg_aio_exporter_poll_errors_total"
+# PostgreSQL's own counters may legitimately go back (a reset, a crash); the exporter's never.
+_SERVER_COUNTERS = ("pg_stat_io_",)
+_OWN_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
+
+
+def scrape_median(exp: Exporter, n: int = 9) -> float:
+    """Median wall time of n plain /metrics requests, in seconds."""
+    took = []
+    for _ in range(n):
+        started = time.perf_counter()
+        status, _ = exp.get("/metrics")
+        took.append(time.perf_counter() - started)
+        assert status == 200
+    return statistics.median(took)
+
+
+def assert_fast(exp: Exporter) -> float:
+    median = scrape_median(exp)
+    assert median < 0.05, f"/metrics took {median * 1000:.1f} ms (median) during the fault"
+    return median
+
+
+def errors(samples: Samples, collector: str = "connection", kind: str = "connection") -> float:
+    key = labels(target="default", collector=collector, kind=kind)
+    return samples.get(ERRORS, {}).get(key, 0.0)
+
+
+def pg_up(exp: Exporter) -> float | None:
+    return exp.scrape().get("pg_up", {}).get(TARGET)
+
+
+def threads(exp: Exporter) -> int:
+    return len(os.listdir(f"/proc/{exp.proc.pid}/task"))
+
+
+def fds(exp: Exporter) -> int:
+    return len(os.listdir(f"/proc/{exp.proc.pid}/fd"))
+
+
+@dataclass
+class Watch:
+    """Scrapes through one exporter, asserting at each that it is alive and that none of its
+    own counters went backwards since the previous scrape."""
+
+    exp: Exporter
+    seen: dict[tuple[str, Labels], float] = field(default_factory=dict)
+    scrapes: int = 0
+
+    def scrape(self) -> Samples:
+        assert self.exp.proc.poll() is None, f"exporter died: {self.exp.logs()[-2000:]}"
+        samples = self.exp.scrape()
+        for name, series in samples.items():
+            if name.startswith(_SERVER_COUNTERS) or not name.endswith(_OWN_SUFFIXES):
+                continue
+            for key, value in series.items():
+                before = self.seen.get((name, key))
+                assert before is None or value >= before, f"{name}{dict(key)}: {before} -> {value}"
+                self.seen[(name, key)] = value
+        self.scrapes += 1
+        return samples
+
+    def until(self, check: Callable[[Samples], bool], timeout: float, what: str) -> float:
+        """Scrape until check(samples) is true; seconds it took."""
+        started = time.monotonic()
+        while True:
+            samples = self.scrape()
+            if check(samples):
+                return time.monotonic() - started
+            if time.monotonic() - started > timeout:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            time.sleep(0.05)
+
+
+def up_is(value: float) -> Callable[[Samples], bool]:
+    return lambda samples: samples.get("pg_up", {}).get(TARGET) == value
+
+
+@dataclass(frozen=True)
+class Certs:
+    ca_cert: Path
+    server_cert: Path
+    server_key: Path
+
+
+def make_ca(directory: Path, owner: int | None = None) -> Certs:
+    """A CA and a server certificate for localhost / 127.0.0.1 signed by it (openssl CLI).
+    The key is made readable by `owner` only, as PostgreSQL demands."""
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=directory)
+
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    days = ("-days", "2")
+    openssl("req", "-x509", *ec, *days, "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=CA")
+    openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost")
+    (directory / "ext.cnf").write_text(
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
+        "extendedKeyUsage=serverAuth\n"
+    )
+    signed_by_ca = ("-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial")
+    openssl("x509", "-req", *signed_by_ca, *days, "-in", "server.csr", "-out", "server.crt",
+            "-extfile", "ext.cnf")  # fmt: skip
+    key = directory / "server.key"
+    key.chmod(0o600)
+    if owner is not None:
+        os.chown(key, owner, -1)
+        os.chown(directory / "server.crt", owner, -1)
+    return Certs(directory / "ca.crt", directory / "server.crt", key)
