@@ -13,7 +13,9 @@ Sessions: N connections held open by this script, a tenth of them running a quer
 (active, so the grouping sees a realistic mix), the rest idle.
 
 Usage: python bench/server_cost.py [--sessions 10 100 500] [--seconds 20]
-Prints a markdown table (medians over --rounds runs).
+Prints markdown tables (medians over --rounds runs): per sample and per poll, then what one
+poll interval at the defaults costs the server (one poll + 30 samples), to set against one
+scrape of a peer exporter (bench/scrape.py measures those).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from pathlib import Path
 import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from common import load, machine
 
 from harness import Exporter, labels
 from pg_aio_exporter.demo.server import LocalServer
@@ -127,6 +131,8 @@ def main() -> None:
         }
     )
     server.start()
+    print(f"Machine: {machine()}\n")
+    per_interval: dict[int, dict[str, dict[str, float]]] = {}
     try:
         with psycopg.connect(server.dsn(), autocommit=True) as conn:
             conn.execute("CREATE EXTENSION pg_stat_statements")
@@ -142,6 +148,7 @@ def main() -> None:
                 for mode in ("sample", "poll"):
                     runs = [measure(server, mode, args.seconds) for _ in range(args.rounds)]
                     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+                    per_interval.setdefault(count, {})[mode] = med
                     print(
                         f"| {count} | {mode} | {med['stmt_ms']:.3f} | {med['cpu_ms']:.3f} |"
                         f" {med['wall_ms']:.3f} | {int(sum(r['count'] for r in runs))} |",
@@ -149,6 +156,13 @@ def main() -> None:
                     )
             finally:
                 sessions.close()
+        print("\nOne poll + 30 samples (poll 30 s, sample 1 s), server side\n")
+        print("| sessions | statement time (ms) | backend CPU (ms) |")
+        print("|---|---|---|")
+        for count, med in per_interval.items():
+            stmt, cpu = (med["poll"][k] + 30 * med["sample"][k] for k in ("stmt_ms", "cpu_ms"))
+            print(f"| {count} | {stmt:.2f} | {cpu:.2f} |")
+        print(f"\n{load()}")
     finally:
         server.destroy()
 
