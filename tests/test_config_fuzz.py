@@ -102,8 +102,10 @@ def test_parse_duration_rejects_non_finite():
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=10)
 JUNK = st.recursive(
     SCALARS,
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.text(max_size=6) | st.integers(), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=6) | st.integers(), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 
