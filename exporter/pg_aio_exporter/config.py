@@ -133,9 +133,7 @@ def _target_from_mapping(item: Any, index: int) -> Target:
         raise ConfigError(f"targets[{index}] must be a mapping with name and dsn")
     unknown = set(item) - {"name", "dsn", "dsn_file", "password_file", "labels"}
     if unknown:
-        # YAML keys may be ints or null: sort them as text, as the top-level check does.
-        keys = ", ".join(sorted(map(str, unknown)))
-        raise ConfigError(f"targets[{index}]: unknown key(s) {keys}")
+        raise ConfigError(f"targets[{index}]: unknown key(s) {_key_list(unknown)}")
     name = item.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"targets[{index}]: name is required")
@@ -172,6 +170,13 @@ def _labels(labels: Any, target: str) -> dict[str, str]:
     return {k: str(v) for k, v in sorted(labels.items())}
 
 
+def _key_list(keys: set[Any]) -> str:
+    # YAML keys may be ints, null, or text with a newline: the message must stay one line
+    # and sortable, so anything but printable text is shown as its repr.
+    shown = (k if isinstance(k, str) and k.isprintable() else repr(k) for k in keys)
+    return ", ".join(sorted(shown))
+
+
 def load_config(path: str) -> list[Target]:
     """Read a YAML file: {targets: [{name, dsn | dsn_file, password_file?, labels?}, ...]}."""
     try:
@@ -193,8 +198,7 @@ def load_config(path: str) -> list[Target]:
         raise ConfigError(f"config file {path}: expected a mapping with a 'targets' list")
     unknown = set(document) - {"targets"}
     if unknown:
-        keys = ", ".join(sorted(map(str, unknown)))
-        raise ConfigError(f"config file {path}: unknown key(s) {keys}")
+        raise ConfigError(f"config file {path}: unknown key(s) {_key_list(unknown)}")
     targets = [_target_from_mapping(item, i) for i, item in enumerate(document["targets"])]
     if not targets:
         raise ConfigError(f"config file {path}: no targets")
