@@ -110,6 +110,7 @@ def test_missing_config_file():
         ("--poll-interval", "soon"),
         ("--poll-interval", "-5s"),
         ("--sample-interval", "50ms"),
+        ("--timeout", "11m"),
         ("--sample-interval", "61s"),
         ("--web.listen-address", "nocolon"),
         ("--log.level", "loud"),

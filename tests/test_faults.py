@@ -9,6 +9,8 @@ Measurements are printed (pytest -s) for docs/reliability.md.
 
 from __future__ import annotations
 
+import os
+import signal
 import tempfile
 import time
 from collections.abc import Iterator
@@ -308,11 +310,17 @@ def test_max_connections_exhausted_on_reconnect():
     try:
         first.wait_poll()
         fill()
-        admin.execute(
-            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
-            " WHERE application_name = 'pg_aio_exporter'"
-        )
-        fill()  # the slot it had, before it comes back
+        # Frozen while its backend is killed and its slot taken: it reconnects within
+        # milliseconds of noticing, and must find the server full.
+        os.kill(first.proc.pid, signal.SIGSTOP)
+        try:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+                " WHERE application_name = 'pg_aio_exporter'"
+            )
+            fill()  # the slot it had
+        finally:
+            os.kill(first.proc.pid, signal.SIGCONT)
         down = watch.until(up_is(0), POLL + IN_FLIGHT, "pg_up 0")
         second = Exporter("--dsn", monitor, *FAST)  # an exporter (re)started into a full server
         wait_for(lambda: errors(second.scrape()) >= 2, 10, "the new exporter's errors")

@@ -34,6 +34,7 @@ from pg_aio_exporter.worker import TargetWorker
 
 PROG = "pg-aio-exporter"
 MIN_SAMPLE, MAX_SAMPLE = 0.1, 60.0
+MAX_TIMEOUT = 600.0  # statement_timeout is an int of milliseconds; no poll needs minutes
 DEFAULT_LISTEN = ":9188"  # postgres_exporter owns 9187; the two often run side by side
 log = logging.getLogger("pg_aio_exporter")
 
@@ -104,6 +105,8 @@ def options_from(args: argparse.Namespace) -> Options:
         web = load_web_config(args.web_config) if args.web_config else WebConfig()
     except ConfigError as exc:
         fail(str(exc))
+    if timeout > MAX_TIMEOUT:
+        fail(f"invalid --timeout {args.timeout!r}: at most 10m")
     if not MIN_SAMPLE <= sample <= MAX_SAMPLE:
         fail(f"invalid --sample-interval {args.sample_interval!r}: must be within 100ms..60s")
     if not args.metrics_path.startswith("/") or args.metrics_path in ("/", "/healthz"):

@@ -159,9 +159,9 @@ class TargetWorker:
         ]
         self._sampler = SamplerState()
         self._conn: Connection | None = None
-        # Collectors whose failure streak has been logged: one line when a streak starts,
-        # one when it ends, nothing in between.
-        self._failing: set[str] = set()
+        # Collector -> kind of its current failure streak: one log line when a streak starts
+        # or its cause changes, one when it ends, nothing in between.
+        self._failing: dict[str, str] = {}
         self._unsupported_logged = False
 
     def _log_fields(self, **extra: object) -> dict[str, object]:
@@ -187,6 +187,8 @@ class TargetWorker:
                     sampled = self._conn is not None
                     if sampled:
                         await self._guarded(self.sample)
+                        if self._conn is None:
+                            next_poll = loop.time()  # lost it: let the poll say pg_up 0 now
                     next_sample, missed = next_tick(next_sample, self._sample_interval, loop.time())
                     if sampled and missed:
                         self._self.sample_overruns.labels(self.target.name).inc(missed)
@@ -251,16 +253,15 @@ class TargetWorker:
 
     def _report(self, collector: str, kind: str, message: str, what: str) -> None:
         self._self.poll_errors.labels(self.target.name, collector, kind).inc()
-        if collector not in self._failing:
-            self._failing.add(collector)
+        if self._failing.get(collector) != kind:
+            self._failing[collector] = kind
             log.error(
                 f"{what} failed",
                 extra=self._log_fields(collector=collector, kind=kind, err=message),
             )
 
     def _succeeded(self, collector: str) -> None:
-        if collector in self._failing:
-            self._failing.discard(collector)
+        if self._failing.pop(collector, None) is not None:
             log.info(f"{collector} recovered", extra=self._log_fields(collector=collector))
 
     def _log_unsupported(self, version: int, collectors: list[str]) -> None:
