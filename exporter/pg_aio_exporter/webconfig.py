@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pg_aio_exporter.config import ConfigError
 
 _CLIENT_AUTH = {
@@ -114,6 +112,8 @@ def _basic_auth(users: Any, path: str) -> BasicAuth:
 
 
 def load_web_config(path: str) -> WebConfig:
+    import yaml  # noqa: PLC0415 (PyYAML costs 1 MB of RSS: only when a file is read)
+
     try:
         document = yaml.safe_load(Path(path).read_text())
     except OSError as exc:
