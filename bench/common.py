@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import platform
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from harness import wait_for
+from harness import terminate, wait_for
 from pg_aio_exporter.demo.server import LocalServer, free_port
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -159,12 +158,7 @@ class Peer:
         return True
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        terminate(self.proc)
 
 
 def peer_dsn(server: LocalServer, user: str) -> str:

@@ -21,7 +21,6 @@ scrape of a peer exporter (bench/scrape.py measures those).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import threading
@@ -32,19 +31,13 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from common import load, machine
+from common import cpu_seconds, load, machine
 
 from harness import Exporter, labels
 from pg_aio_exporter.demo.server import LocalServer
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 MONITOR = "pgaio_monitor"  # the exporter's role: its statements are told apart by user
 TARGET = labels(target="default")
-
-
-def backend_cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
 
 
 class Sessions:
@@ -87,9 +80,9 @@ def measure(server: LocalServer, mode: str, seconds: float) -> dict[str, float]:
             pid = row[0]
             conn.execute("SELECT pg_stat_statements_reset()")
             before = exp.scrape()
-            cpu_before = backend_cpu_seconds(pid)
+            cpu_before = cpu_seconds(pid)
             time.sleep(seconds)
-            cpu_after = backend_cpu_seconds(pid)
+            cpu_after = cpu_seconds(pid)
             after = exp.scrape()
             stmt = conn.execute(
                 "SELECT coalesce(sum(total_exec_time + total_plan_time), 0)"

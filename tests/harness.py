@@ -127,15 +127,20 @@ class Exporter:
         return self.log_path.read_text()
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc)
         self._log.close()
         return self.proc.returncode
+
+
+def terminate(proc: subprocess.Popen[bytes], grace: float = 10) -> None:
+    """SIGTERM, and SIGKILL if it has not exited after `grace` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 OBSERVER = "test_observer"

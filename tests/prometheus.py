@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from harness import wait_for
+from harness import terminate, wait_for
 from pg_aio_exporter.demo.server import free_port
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
@@ -83,11 +83,6 @@ class Prometheus:
         return alerts
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        terminate(self.proc, grace=15)
         self._log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
