@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint unit integration bench clean rules dashboards screenshots
+.PHONY: demo test system-deps lint unit integration bench clean rules dashboards screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,10 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -m unit
 
-test: lint
+system-deps:
+	scripts/system-deps.sh
+
+test: system-deps lint
 	$(BIN)/pytest
 
 # Rewrite dashboards/*.json from dashboards/generate.py (the tests fail while they differ).

