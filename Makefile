@@ -12,8 +12,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# Extra flags, e.g. make demo DEMO_ARGS="--io-method sync --table-mb 256"
 demo: $(STAMP)
-	$(BIN)/pg-aio-exporter demo
+	$(BIN)/pg-aio-exporter demo $(DEMO_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
