@@ -9,7 +9,8 @@ import time
 import psycopg
 import pytest
 
-from pg_aio_exporter.worker import CANCEL_GRACE, client_timeout, error_kind
+from pg_aio_exporter.errors import error_kind
+from pg_aio_exporter.session import CANCEL_GRACE, client_timeout
 
 pytestmark = pytest.mark.unit
 

@@ -8,100 +8,35 @@ the previous sample (or a poll) still runs is skipped and counted as an overrun.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 
 import psycopg
 from psycopg.rows import dict_row
 
-from pg_aio_exporter.collectors import PollCollector, Row, activity, pg_aios
+from pg_aio_exporter.collectors import PollCollector, activity, pg_aios
 from pg_aio_exporter.collectors.pg_stat_io import PG16 as PG_STAT_IO_SINCE
 from pg_aio_exporter.collectors.pg_stat_io import PgStatIoCollector
 from pg_aio_exporter.collectors.server import ServerCollector
 from pg_aio_exporter.collectors.settings import SettingsCollector
 from pg_aio_exporter.config import Target
+from pg_aio_exporter.errors import MIN_SERVER_VERSION, UnsupportedServerError, error_kind
 from pg_aio_exporter.exposition import Exposition
 from pg_aio_exporter.metricset import MetricSet
 from pg_aio_exporter.redact import scrub
 from pg_aio_exporter.sampler import SamplerState
 from pg_aio_exporter.selfmetrics import SelfMetrics
+from pg_aio_exporter.session import (
+    CLIENT_TIMEOUT_SLACK,
+    Connection,
+    client_timeout,
+    prepare,
+    run_pipelined,
+)
 
 log = logging.getLogger("pg_aio_exporter")
-
-Connection = psycopg.AsyncConnection[Row]
-# Slack on top of the server-side timeouts, for a server that never answers at all.
-CLIENT_TIMEOUT_SLACK = 1.0
 FIRST_RETRY = 1.0  # reconnect backoff doubles from here up to the poll interval
-# psycopg (3.3, AsyncConnection.wait) answers a cancelled statement by sending the server a
-# cancel request and waiting up to 5 s for it, then up to 5 s for the statement to end: behind
-# a black hole a sample took 13 s instead of --timeout + 1. A second cancellation makes it drop
-# the connection at once. The server-side cancel is useless by then: the client timeout is
-# longer than statement_timeout, so it only expires when the server or network is unresponsive.
-CANCEL_GRACE = 0.25
-
-
-# backend_type in pg_stat_activity, which the sampler needs, exists since PostgreSQL 10.
-MIN_SERVER_VERSION = 100000
-
-
-class UnsupportedServerError(Exception):
-    """Connected, but not to a PostgreSQL this exporter can read."""
-
-
-_KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
-    ((UnsupportedServerError,), "unsupported"),
-    # LockNotAvailable is lock_timeout firing: the same bounded wait as statement_timeout.
-    ((TimeoutError, psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable), "timeout"),
-    ((psycopg.errors.InsufficientPrivilege,), "privilege"),
-    ((psycopg.errors.InvalidPassword, psycopg.errors.InvalidAuthorizationSpecification), "auth"),
-)
-# libpq reports connection failures as text only, without a SQLSTATE.
-_CONNECT_MESSAGES = (
-    ("authentication failed", "auth"),
-    ("no password supplied", "auth"),
-    # "no pg_hba.conf entry" / "pg_hba.conf rejects connection" (e.g. hostssl only, client
-    # without TLS): SQLSTATE 28000, which is "auth" when psycopg has the SQLSTATE.
-    ("pg_hba.conf", "auth"),
-    ("timeout expired", "timeout"),
-)
-
-
-def error_kind(exc: BaseException) -> str:
-    """A low-cardinality label for what went wrong."""
-    for types, kind in _KINDS:
-        if isinstance(exc, types):
-            return kind
-    if isinstance(exc, psycopg.OperationalError):
-        text = str(exc)
-        return next((kind for needle, kind in _CONNECT_MESSAGES if needle in text), "connection")
-    return "query"
-
-
-@contextlib.asynccontextmanager
-async def client_timeout(seconds: float) -> AsyncIterator[None]:
-    """asyncio.timeout(seconds) that psycopg's query cancellation cannot stretch."""
-    task = asyncio.current_task()
-    assert task is not None
-    forced = False
-
-    def force() -> None:
-        nonlocal forced
-        forced = True
-        task.cancel()
-
-    handle = asyncio.get_running_loop().call_later(seconds + CANCEL_GRACE, force)
-    try:
-        async with asyncio.timeout(seconds):
-            yield
-    except asyncio.CancelledError:
-        if not forced:
-            raise  # cancelled from outside (shutdown): not ours to swallow
-        task.uncancel()  # asyncio.timeout took back the first cancellation, this is the second
-        raise TimeoutError from None
-    finally:
-        handle.cancel()
 
 
 def next_tick(deadline: float, interval: float, now: float) -> tuple[float, int]:
@@ -112,44 +47,6 @@ def next_tick(deadline: float, interval: float, now: float) -> tuple[float, int]
         missed = int((now - following) // interval) + 1
         following += missed * interval
     return following, missed
-
-
-async def run_pipelined(conn: Connection, queries: Sequence[str]) -> list[list[Row] | Exception]:
-    """All queries in one round trip; if one fails, rerun them singly to know which."""
-    try:
-        async with conn.pipeline():
-            cursors = [await conn.execute(q) for q in queries]
-        return [await cur.fetchall() for cur in cursors]
-    except psycopg.Error:
-        if conn.closed or conn.broken:
-            raise
-    results: list[list[Row] | Exception] = []
-    for query in queries:
-        try:
-            results.append(await (await conn.execute(query)).fetchall())
-        except psycopg.Error as exc:
-            if conn.closed or conn.broken:
-                raise
-            results.append(exc)
-    return results
-
-
-async def _prepare(conn: Connection, queries: Sequence[str]) -> dict[str, str]:
-    """Prepare each statement once per connection, so that samples skip parsing and planning
-    (about half of their server time): without parameters, PostgreSQL plans a prepared
-    statement once and reuses the plan. One round trip each, at connect only; a statement the
-    server refuses to prepare is sent as plain SQL instead."""
-    statements = {}
-    for number, sql in enumerate(queries):
-        name = f"pg_aio_exporter_{number}"
-        try:
-            await conn.execute(f"PREPARE {name} AS {sql}")
-            statements[sql] = f"EXECUTE {name}"
-        except psycopg.DatabaseError:
-            if conn.broken:
-                raise
-            statements[sql] = sql
-    return statements
 
 
 class TargetWorker:
@@ -250,7 +147,7 @@ class TargetWorker:
                 await conn.execute(
                     f"SET statement_timeout = {int(self._timeout * 1000)}; SET lock_timeout = 1000"
                 )
-                self._statements = await _prepare(conn, self._queries(version))
+                self._statements = await prepare(conn, self._queries(version))
             except BaseException:
                 await conn.close()
                 raise

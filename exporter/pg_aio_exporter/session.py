@@ -1,0 +1,85 @@
+"""The psycopg mechanics of one target's session: bounded waits, one-round-trip batches,
+statements prepared once per connection."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+
+import psycopg
+
+from pg_aio_exporter.collectors import Row
+
+Connection = psycopg.AsyncConnection[Row]
+# Slack on top of the server-side timeouts, for a server that never answers at all.
+CLIENT_TIMEOUT_SLACK = 1.0
+# psycopg (3.3, AsyncConnection.wait) answers a cancelled statement by sending the server a
+# cancel request and waiting up to 5 s for it, then up to 5 s for the statement to end: behind
+# a black hole a sample took 13 s instead of --timeout + 1. A second cancellation makes it drop
+# the connection at once. The server-side cancel is useless by then: the client timeout is
+# longer than statement_timeout, so it only expires when the server or network is unresponsive.
+CANCEL_GRACE = 0.25
+
+
+@contextlib.asynccontextmanager
+async def client_timeout(seconds: float) -> AsyncIterator[None]:
+    """asyncio.timeout(seconds) that psycopg's query cancellation cannot stretch."""
+    task = asyncio.current_task()
+    assert task is not None
+    forced = False
+
+    def force() -> None:
+        nonlocal forced
+        forced = True
+        task.cancel()
+
+    handle = asyncio.get_running_loop().call_later(seconds + CANCEL_GRACE, force)
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except asyncio.CancelledError:
+        if not forced:
+            raise  # cancelled from outside (shutdown): not ours to swallow
+        task.uncancel()  # asyncio.timeout took back the first cancellation, this is the second
+        raise TimeoutError from None
+    finally:
+        handle.cancel()
+
+
+async def run_pipelined(conn: Connection, queries: Sequence[str]) -> list[list[Row] | Exception]:
+    """All queries in one round trip; if one fails, rerun them singly to know which."""
+    try:
+        async with conn.pipeline():
+            cursors = [await conn.execute(q) for q in queries]
+        return [await cur.fetchall() for cur in cursors]
+    except psycopg.Error:
+        if conn.closed or conn.broken:
+            raise
+    results: list[list[Row] | Exception] = []
+    for query in queries:
+        try:
+            results.append(await (await conn.execute(query)).fetchall())
+        except psycopg.Error as exc:
+            if conn.closed or conn.broken:
+                raise
+            results.append(exc)
+    return results
+
+
+async def prepare(conn: Connection, queries: Sequence[str]) -> dict[str, str]:
+    """Prepare each statement once per connection, so that samples skip parsing and planning
+    (about half of their server time): without parameters, PostgreSQL plans a prepared
+    statement once and reuses the plan. One round trip each, at connect only; a statement the
+    server refuses to prepare is sent as plain SQL instead."""
+    statements = {}
+    for number, sql in enumerate(queries):
+        name = f"pg_aio_exporter_{number}"
+        try:
+            await conn.execute(f"PREPARE {name} AS {sql}")
+            statements[sql] = f"EXECUTE {name}"
+        except psycopg.DatabaseError:
+            if conn.broken:
+                raise
+            statements[sql] = sql
+    return statements
