@@ -8,6 +8,14 @@ from pathlib import Path
 from pg_aio_exporter.demo.server import LocalServer
 
 SOURCE = Path(__file__).parent / "shim" / "slowread.c"
+# A server whose single io worker and small buffers make slow storage show at once: reads
+# reach the kernel, and two scanning clients keep the one worker busy.
+ONE_IO_WORKER = {
+    "shared_buffers": "16MB",
+    "track_io_timing": "on",
+    "io_method": "worker",
+    "io_workers": "1",
+}
 
 
 class SlowReads:

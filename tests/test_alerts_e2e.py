@@ -22,7 +22,7 @@ from harness import Exporter, wait_for
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import Workload, create_table
 from prometheus import Prometheus
-from slowread import SlowReads
+from slowread import ONE_IO_WORKER, SlowReads
 
 pytestmark = pytest.mark.integration
 
@@ -93,14 +93,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     subprocess.run(
         [sys.executable, GENERATOR, "--params", override, "--out", rules_dir], check=True
     )
-    server = LocalServer.create(
-        settings={
-            "shared_buffers": "16MB",
-            "track_io_timing": "on",
-            "io_method": "worker",
-            "io_workers": "1",
-        }
-    )
+    server = LocalServer.create(settings=ONE_IO_WORKER)
     exporter = prometheus = None
     try:
         slow = SlowReads(server)

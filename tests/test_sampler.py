@@ -13,7 +13,7 @@ from harness import Exporter, Samples, labels
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import create_table, seq_scan
 from proxy import Proxy
-from slowread import SlowReads
+from slowread import ONE_IO_WORKER, SlowReads
 
 SLOW_US = 4000
 T = labels(target="default")
@@ -33,14 +33,7 @@ def in_flight(samples: Samples, operation: str) -> float:
 
 @pytest.fixture(scope="module")
 def slow_server() -> Iterator[tuple[LocalServer, SlowReads]]:
-    server = LocalServer.create(
-        settings={
-            "shared_buffers": "16MB",
-            "track_io_timing": "on",
-            "io_method": "worker",
-            "io_workers": "1",
-        }
-    )
+    server = LocalServer.create(settings=ONE_IO_WORKER)
     shim = SlowReads(server)
     server.start()
     for table in TABLES:
