@@ -37,6 +37,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def run_seconds(pid: int) -> float:
+    """CPU time of a single-threaded process (a PostgreSQL backend) to the nanosecond: the
+    scheduler's own sum, not ticks, so that one statement's cost can be read directly."""
+    for line in Path(f"/proc/{pid}/sched").read_text().splitlines():
+        if line.startswith("se.sum_exec_runtime"):
+            return float(line.split(":")[1]) / 1000  # the file says milliseconds
+    raise RuntimeError(f"no se.sum_exec_runtime for {pid}")
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):

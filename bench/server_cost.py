@@ -5,14 +5,17 @@ sampler active (sample 100ms, poll 1h) and once with only the poller active (pol
 60s). Two independent measures of the server's work per sample / per poll:
 
 - execution + planning time of the exporter's statements from pg_stat_statements;
-- CPU time (user + system) of the exporter's backend process, from /proc (whole backend:
-  protocol, parsing, execution), divided by the number of samples / polls it served; the
-  kernel counts in 10 ms ticks, so runs must be long enough.
+- CPU time of the exporter's backend process (the scheduler's nanosecond sum from
+  /proc/PID/sched: protocol, parsing, execution), divided by the number of samples / polls.
+
+Then the floors, to tell what the exporter adds from what PostgreSQL charges anyway: the backend
+CPU of one round trip of a few prepared statements, from `SELECT 1` to the sampler's own two,
+run 200 times each (20 ms apart, like a sampler's isolated round trips), medians.
 
 Sessions: N connections held open by this script, a tenth of them running a query in a loop
 (active, so the grouping sees a realistic mix), the rest idle.
 
-Usage: python bench/server_cost.py [--sessions 10 100 500] [--seconds 20]
+Usage: python bench/server_cost.py [--sessions 10 100 500] [--seconds 20] [--rounds 3]
 Prints markdown tables (medians over --rounds runs): per sample and per poll, then what one
 poll interval at the defaults costs the server (one poll + 30 samples), to set against one
 scrape of a peer exporter (bench/scrape.py measures those).
@@ -31,9 +34,10 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from common import cpu_seconds, load, machine
+from common import load, machine, run_seconds
 
 from harness import Exporter, labels
+from pg_aio_exporter.collectors import activity, pg_aios
 from pg_aio_exporter.demo.server import LocalServer
 
 MONITOR = "pgaio_monitor"  # the exporter's role: its statements are told apart by user
@@ -80,9 +84,9 @@ def measure(server: LocalServer, mode: str, seconds: float) -> dict[str, float]:
             pid = row[0]
             conn.execute("SELECT pg_stat_statements_reset()")
             before = exp.scrape()
-            cpu_before = cpu_seconds(pid)
+            cpu_before = run_seconds(pid)
             time.sleep(seconds)
-            cpu_after = cpu_seconds(pid)
+            cpu_after = run_seconds(pid)
             after = exp.scrape()
             stmt = conn.execute(
                 "SELECT coalesce(sum(total_exec_time + total_plan_time), 0)"
@@ -110,6 +114,46 @@ def measure(server: LocalServer, mode: str, seconds: float) -> dict[str, float]:
     }
 
 
+# What one round trip costs the backend, cheapest first. Each row is sent as the exporter sends
+# a sample: prepared statements, pipelined.
+FLOORS = {
+    "SELECT 1 (a round trip)": ["SELECT 1"],
+    "count(*) FROM pg_stat_get_backend_idset() (the backend status snapshot)": [
+        "SELECT count(*) FROM pg_stat_get_backend_idset()"
+    ],
+    "count(*) FROM pg_stat_get_activity(NULL) (a row per backend)": [
+        "SELECT count(*) FROM pg_stat_get_activity(NULL)"
+    ],
+    "the sampler's pg_stat_activity statement": [activity.SQL],
+    "the sampler's pg_aios statement": [pg_aios.SQL],
+    "one sample: both, pipelined": [activity.SQL, pg_aios.SQL],
+}
+FLOOR_RUNS = 200
+
+
+def floors(server: LocalServer) -> dict[str, float]:
+    """Median backend CPU (ms) of one round trip per FLOORS entry, as the exporter's role."""
+    out = {}
+    with psycopg.connect(server.dsn(user=MONITOR), autocommit=True) as conn:
+        pid = conn.info.backend_pid
+        for number, (name, queries) in enumerate(FLOORS.items()):
+            statements = []
+            for i, sql in enumerate(queries):
+                conn.execute(f"PREPARE floor_{number}_{i} AS {sql}")
+                statements.append(f"EXECUTE floor_{number}_{i}")
+            costs = []
+            for _ in range(FLOOR_RUNS):
+                before = run_seconds(pid)
+                with conn.pipeline():
+                    cursors = [conn.execute(statement) for statement in statements]
+                for cursor in cursors:
+                    cursor.fetchall()
+                costs.append((run_seconds(pid) - before) * 1000)
+                time.sleep(0.02)
+            out[name] = statistics.median(costs)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sessions", type=int, nargs="+", default=[10, 100, 500])
@@ -126,6 +170,7 @@ def main() -> None:
     server.start()
     print(f"Machine: {machine()}\n")
     per_interval: dict[int, dict[str, dict[str, float]]] = {}
+    floor_costs: dict[int, dict[str, float]] = {}
     try:
         with psycopg.connect(server.dsn(), autocommit=True) as conn:
             conn.execute("CREATE EXTENSION pg_stat_statements")
@@ -138,6 +183,7 @@ def main() -> None:
         for count in args.sessions:
             sessions = Sessions(server.dsn(), count)
             try:
+                floor_costs[count] = floors(server)
                 for mode in ("sample", "poll"):
                     runs = [measure(server, mode, args.seconds) for _ in range(args.rounds)]
                     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
@@ -155,6 +201,11 @@ def main() -> None:
         for count, med in per_interval.items():
             stmt, cpu = (med["poll"][k] + 30 * med["sample"][k] for k in ("stmt_ms", "cpu_ms"))
             print(f"| {count} | {stmt:.2f} | {cpu:.2f} |")
+        print("\nBackend CPU of one round trip (ms), medians of 200\n")
+        print(f"| statement | {' | '.join(f'{n} sessions' for n in floor_costs)} |")
+        print(f"|---|{'---|' * len(floor_costs)}")
+        for name in FLOORS:
+            print(f"| {name} | {' | '.join(f'{c[name]:.3f}' for c in floor_costs.values())} |")
         print(f"\n{load()}")
     finally:
         server.destroy()

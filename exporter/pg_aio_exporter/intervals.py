@@ -12,7 +12,7 @@ from dataclasses import dataclass
 LabelKey = tuple[str, str, str]  # backend_type, object, context
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per pg_stat_io row per target, kept between polls
 class ReadCounters:
     reads: float
     read_bytes: float

@@ -7,6 +7,7 @@ prometheus_client's generate_latest writes: each poll or sample is formatted onc
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from prometheus_client.openmetrics.exposition import escape_label_name
@@ -35,8 +36,10 @@ def series(name: str, labels: Mapping[str, str]) -> str:
     return f"{name}{{{pairs}}} "
 
 
+@functools.cache
 def header(name: str, doc: str, kind: str) -> str:
-    """HELP and TYPE lines; `name` as exposed (counters with their _total)."""
+    """HELP and TYPE lines; `name` as exposed (counters with their _total). Cached: every
+    target's every poll has the same few dozen, and each is kept until the next poll."""
     doc = doc.replace("\\", r"\\").replace("\n", r"\n")
     return f"# HELP {name} {doc}\n# TYPE {name} {kind}\n"
 

@@ -3,8 +3,9 @@
 Labelled counters, gauges and histograms with the call surface of prometheus_client's
 (`.labels(...).inc()`, `.set()`, `.observe()`) and the same exposition text, but each child
 keeps its rendered lines until it changes: with 100 targets these are 6000 lines, and the body
-is assembled up to 20 times a second. Only the event loop touches them (workers update, the
-render task reads), so there are no locks.
+is assembled up to once a second. The body is a list of chunks (exposition.py), so each child's
+text is its only copy. Only the event loop touches them (workers update, the render task
+reads), so there are no locks.
 """
 
 from __future__ import annotations
@@ -22,33 +23,31 @@ SAMPLE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.
 
 
 class _Child:
-    __slots__ = ("_family", "_prefixes", "_text")
+    __slots__ = ("_prefixes", "_text")
 
-    def __init__(self, family: _Family, prefixes: list[str]) -> None:
-        self._family = family
+    def __init__(self, prefixes: list[str]) -> None:
         self._prefixes = prefixes  # one per line: `name{labels} `
-        self._text: str | None = None
+        self._text: bytes | None = None
 
     def _changed(self) -> None:
         self._text = None
-        self._family.text = None
 
     def _values(self) -> list[float]:
         raise NotImplementedError
 
-    def text(self) -> str:
+    def text(self) -> bytes:
         if self._text is None:
             self._text = "".join(
                 p + value(v) for p, v in zip(self._prefixes, self._values(), strict=True)
-            )
+            ).encode()
         return self._text
 
 
 class _Scalar(_Child):
     __slots__ = ("_value",)
 
-    def __init__(self, family: _Family, prefixes: list[str]) -> None:
-        super().__init__(family, prefixes)
+    def __init__(self, prefixes: list[str]) -> None:
+        super().__init__(prefixes)
         self._value = 0.0
 
     def _values(self) -> list[float]:
@@ -66,8 +65,8 @@ class _Scalar(_Child):
 class _HistogramChild(_Child):
     __slots__ = ("_bounds", "_counts", "_sum")
 
-    def __init__(self, family: _Family, prefixes: list[str], bounds: tuple[float, ...]) -> None:
-        super().__init__(family, prefixes)
+    def __init__(self, prefixes: list[str], bounds: tuple[float, ...]) -> None:
+        super().__init__(prefixes)
         self._bounds = bounds
         self._counts = [0] * (len(bounds) + 1)  # the last is +Inf
         self._sum = 0.0
@@ -93,9 +92,8 @@ class _Family:
         self._name = name
         self._kind = kind
         self._labelnames = labelnames
-        self._header = header(exposed, doc, kind)
+        self._header = header(exposed, doc, kind).encode()
         self._children: dict[tuple[str, ...], _Child] = {}
-        self.text: str | None = None
 
     def _prefixes(self, labels: dict[str, str]) -> list[str]:
         suffix = "_total" if self._kind == "counter" else ""
@@ -106,16 +104,13 @@ class _Family:
         if child is None:
             labels = dict(zip(self._labelnames, values, strict=True))
             child = self._children[values] = self._new_child(self._prefixes(labels))
-            self.text = None
         return child
 
     def _new_child(self, prefixes: list[str]) -> _Child:
-        return _Scalar(self, prefixes)
+        return _Scalar(prefixes)
 
-    def render(self) -> str:
-        if self.text is None:
-            self.text = self._header + "".join(c.text() for c in self._children.values())
-        return self.text
+    def chunks(self) -> list[bytes]:
+        return [self._header, *(child.text() for child in self._children.values())]
 
 
 class _ScalarFamily(_Family):
@@ -154,7 +149,7 @@ class Histogram(_Family):
         ]
 
     def _new_child(self, prefixes: list[str]) -> _Child:
-        return _HistogramChild(self, prefixes, self._bounds)
+        return _HistogramChild(prefixes, self._bounds)
 
     def labels(self, *values: str) -> _HistogramChild:
         child = self._child(values)
@@ -209,6 +204,8 @@ class SelfMetrics:
             self.sample_overruns,
         ]
 
-    def render(self) -> bytes:
-        own = "".join(family.render() for family in self._families)
-        return generate_latest(self._process) + own.encode()
+    def render(self) -> list[bytes]:
+        """The exposition text, in chunks."""
+        return [generate_latest(self._process)] + [
+            chunk for family in self._families for chunk in family.chunks()
+        ]

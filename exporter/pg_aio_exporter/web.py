@@ -73,7 +73,8 @@ class _Handler(BaseHTTPRequestHandler):
             if "gzip" in self.headers.get("Accept-Encoding", ""):
                 self._send(200, CONTENT_TYPE, body.gzipped, encoding="gzip")
             else:
-                self._send(200, CONTENT_TYPE, body.plain)
+                self._start(200, CONTENT_TYPE, body.length)
+                body.write(self.wfile.write)
         elif path == "/":
             self._send(200, "text/html; charset=utf-8", self.server.landing)
         elif path == "/healthz":
@@ -89,15 +90,25 @@ class _Handler(BaseHTTPRequestHandler):
         encoding: str = "",
         extra: dict[str, str] | None = None,
     ) -> None:
+        self._start(status, content_type, len(body), encoding, extra)
+        self.wfile.write(body)
+
+    def _start(
+        self,
+        status: int,
+        content_type: str,
+        length: int,
+        encoding: str = "",
+        extra: dict[str, str] | None = None,
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(length))
         if encoding:
             self.send_header("Content-Encoding", encoding)
         for name, value in (extra or {}).items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(body)
 
     def log_message(self, format: str, *args: object) -> None:
         pass  # access logs would be one line per scrape

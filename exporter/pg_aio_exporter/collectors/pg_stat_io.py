@@ -6,6 +6,7 @@ blocks (io_combine_limit), which is why latency is exported per operation AND pe
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from pg_aio_exporter.collectors import Row
@@ -160,7 +161,13 @@ def _snapshot(rows: list[Row]) -> Snapshot | None:
     for row in rows:
         if row["reads"] is None or row["read_bytes"] is None or row["hits"] is None:
             continue
-        counters[(row["backend_type"], row["object"], row["context"])] = ReadCounters(
+        # Kept until the next poll, for every target: one copy of each label string.
+        key = (
+            sys.intern(row["backend_type"]),
+            sys.intern(row["object"]),
+            sys.intern(row["context"]),
+        )
+        counters[key] = ReadCounters(
             reads=row["reads"],
             read_bytes=row["read_bytes"],
             read_time_ms=row["read_time"] or 0.0,
