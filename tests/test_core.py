@@ -170,3 +170,35 @@ def test_server_down_scrapes_stay_fast_and_recover():
     finally:
         exp.stop()
         server.destroy()
+
+
+def test_targets_poll_spread_over_the_interval(pg18: LocalServer, tmp_path):
+    """Several targets of one exporter poll at their own phase of the interval, not together:
+    a shared server gets their polls one by one. The first poll of each is immediate."""
+    names = ("alpha", "bravo", "charlie", "delta")
+    config = tmp_path / "targets.yaml"
+    config.write_text(
+        "targets:\n" + "".join(f"  - name: {n}\n    dsn: '{pg18.dsn()}'\n" for n in names)
+    )
+    interval = 4.0
+    started = time.time()
+    exp = Exporter("--config", str(config), "--poll-interval", f"{interval}s")
+    try:
+        first = exp.wait_poll(after=started, timeout=10)
+        stamps = first["pg_aio_exporter_last_poll_success_timestamp_seconds"]
+        assert len(stamps) == len(names)
+        assert max(stamps.values()) - started < interval / 2  # nobody waited for its phase
+
+        def steady() -> dict[str, float] | None:
+            samples = exp.scrape()
+            counts = samples["pg_aio_exporter_poll_duration_seconds_count"]
+            if any(counts[labels(target=n, collector="pg_stat_io")] < 3 for n in names):
+                return None
+            success = samples["pg_aio_exporter_last_poll_success_timestamp_seconds"]
+            return {n: success[labels(target=n)] for n in names}
+
+        last = wait_for(steady, 3 * interval + 5, "three polls of every target")
+        # Polling together, the four would have ended within a few milliseconds of each other.
+        assert max(last.values()) - min(last.values()) > interval / 4, last
+    finally:
+        exp.stop()
