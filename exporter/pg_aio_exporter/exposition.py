@@ -12,7 +12,6 @@ formatted once when published, and the body is the list of these texts in exposi
 from __future__ import annotations
 
 import asyncio
-import functools
 import zlib
 from collections.abc import Callable
 
@@ -21,9 +20,9 @@ from pg_aio_exporter.selfmetrics import SelfMetrics
 
 # Updates arriving within this window share one render.
 COALESCE_SECONDS = 0.05
-# A large body (tens of targets) gets an update every few milliseconds, and each render copies
-# all of it: render it at most once a second (samples are a second apart anyway). With 100
-# targets this saves about 20 copies of 10 MB a second, and the time two bodies coexist.
+# A large body (tens of targets) gets an update every few milliseconds, and each render lists
+# every target's texts again and trims the heap of those it superseded: render it at most once
+# a second (samples are a second apart anyway) instead of 20 times.
 LARGE_BODY_COALESCE_SECONDS = 1.0
 # Up to this size a body is joined and compressed when rendered, so that a scrape only sends
 # bytes. A larger body (tens of targets, about 100 kB each) is never copied whole: it is sent
@@ -68,13 +67,14 @@ _malloc_trim: Callable[[int], int] | None = None
 class Body:
     """One version of the /metrics body: the (target, part) texts in exposition order."""
 
-    __slots__ = ("_chunks", "_gzipped", "length")
+    __slots__ = ("_chunks", "_gzipped", "large", "length")
 
     def __init__(self, chunks: list[bytes]) -> None:
         self.length = sum(map(len, chunks))
+        self.large = self.length > EAGER_BYTES
         self._chunks = chunks
         self._gzipped: bytes | None = None
-        if self.length <= EAGER_BYTES:
+        if not self.large:
             self._chunks = [b"".join(chunks)]
             self._gzipped = _compress(self._chunks)
 
@@ -100,10 +100,6 @@ class Body:
             write(b"".join(batch))  # the one chunk of a small body, not copied
 
 
-# The same few dozen headers for every target (metricset.header is cached too).
-_encoded_header = functools.cache(str.encode)
-
-
 class _Piece:
     """One family of one (target, part): its header and its sample lines."""
 
@@ -111,7 +107,7 @@ class _Piece:
 
     def __init__(self, family: Family) -> None:
         self.name = family.name
-        self.header = _encoded_header(family.header)
+        self.header = family.header  # shared by every target: metricset.header is cached
         self.text = "".join(family.lines).encode()
 
 
@@ -141,13 +137,13 @@ class Exposition:
             chunks.extend(piece.text for piece in group)
         chunks.extend(self._self.render())
         self.body = Body(chunks)
-        if self.body.length > EAGER_BYTES:
+        if self.body.large:
             _release_free_memory()
 
     async def run(self) -> None:
         while True:
             await self._changed.wait()
-            large = self.body.length > EAGER_BYTES
+            large = self.body.large
             await asyncio.sleep(LARGE_BODY_COALESCE_SECONDS if large else COALESCE_SECONDS)
             self._changed.clear()
             self.render()

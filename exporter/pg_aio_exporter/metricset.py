@@ -37,11 +37,11 @@ def series(name: str, labels: Mapping[str, str]) -> str:
 
 
 @functools.cache
-def header(name: str, doc: str, kind: str) -> str:
-    """HELP and TYPE lines; `name` as exposed (counters with their _total). Cached: every
-    target's every poll has the same few dozen, and each is kept until the next poll."""
+def header(name: str, doc: str, kind: str) -> bytes:
+    """HELP and TYPE lines, encoded; `name` as exposed (counters with their _total). Cached:
+    every target's every poll has the same few dozen, and each is kept until the next poll."""
     doc = doc.replace("\\", r"\\").replace("\n", r"\n")
-    return f"# HELP {name} {doc}\n# TYPE {name} {kind}\n"
+    return f"# HELP {name} {doc}\n# TYPE {name} {kind}\n".encode()
 
 
 def number(value: float) -> str:

@@ -92,7 +92,7 @@ class _Family:
         self._name = name
         self._kind = kind
         self._labelnames = labelnames
-        self._header = header(exposed, doc, kind).encode()
+        self._header = header(exposed, doc, kind)
         self._children: dict[tuple[str, ...], _Child] = {}
 
     def _prefixes(self, labels: dict[str, str]) -> list[str]:
