@@ -10,13 +10,15 @@ from pg_aio_exporter.demo.server import free_port
 
 class Proxy:
     """Forwards 127.0.0.1:port -> upstream. `delay` seconds are added before every chunk the
-    server sends back; `black_hole` accepts connections and forwards nothing."""
+    server sends back; `black_hole` accepts connections and forwards nothing. `requests` counts
+    the chunks clients sent."""
 
     def __init__(self, upstream_port: int) -> None:
         self.port = free_port()
         self.delay = 0.0
         self.black_hole = False
         self.connections = 0
+        self.requests = 0
         self._upstream = upstream_port
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -51,6 +53,7 @@ class Proxy:
     ) -> None:
         try:
             while data := await reader.read(65536):
+                self.requests += not delayed
                 if delayed and self.delay:
                     await asyncio.sleep(self.delay)
                 while self.black_hole:

@@ -32,7 +32,8 @@ from faultkit import (
     threads,
     up_is,
 )
-from harness import Exporter, Samples, labels, wait_for
+from harness import Exporter, Samples, flush_stats, labels, observer, pg_stat_io, wait_for
+from iocheck import check_counters_between
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import Workload, create_table
 from proxy import Proxy
@@ -167,6 +168,34 @@ def test_restart_with_and_without_stats_reset(mode: str):
 
 
 # -- slow server ---------------------------------------------------------------------------
+
+
+def test_poll_stamp_says_when_the_data_was_read(plain: LocalServer):
+    """Replies 1 s late: a poll stamped after moment t read its counters after t, so they are
+    at least what pg_stat_io said at t. Stamped when the reply arrived, a poll that asked just
+    before t would pass for newer than t and its counters would be older than the test's own."""
+    proxy = Proxy(plain.port)
+    dsn = f"host=127.0.0.1 port={proxy.port} user=postgres"
+    exp = Exporter("--dsn", dsn, "--poll-interval", "3s", "--sample-interval", "60s")
+    obs = observer(plain.dsn())
+    try:
+        exp.wait_poll()
+        proxy.delay = 1.0
+        for _ in range(2):
+            sent = proxy.requests
+            wait_for(lambda sent=sent: proxy.requests > sent or None, 10, "the next poll's queries")
+            time.sleep(0.3)  # the server has answered; the proxy holds the reply
+            with psycopg.connect(plain.dsn(), autocommit=True) as conn:
+                conn.execute("SELECT count(*) FROM pg_class")  # moves the hit counters
+                flush_stats(conn)
+            asked = time.time()
+            before = pg_stat_io(obs)
+            scraped = exp.wait_poll(after=asked, timeout=15)
+            assert check_counters_between(scraped, before, pg_stat_io(obs)) > 100
+    finally:
+        obs.close()
+        exp.stop()
+        proxy.stop()
 
 
 @pytest.mark.parametrize(("fault", "timeout"), [("delay", 1.0), ("black_hole", TIMEOUT)])

@@ -181,7 +181,7 @@ class SelfMetrics:
         )
         self.last_poll_success = Gauge(
             "pg_aio_exporter_last_poll_success_timestamp_seconds",
-            "When the last fully successful poll ended, epoch seconds.",
+            "When the last fully successful poll sent its queries, epoch seconds.",
             ("target",),
         )
         self.sample_duration = Histogram(

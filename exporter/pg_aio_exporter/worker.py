@@ -220,6 +220,9 @@ class TargetWorker:
             planned = [(c, c.query(version)) for c in self._collectors]
             self._log_unsupported(version, [c.name for c, sql in planned if sql is None])
             runnable = [(c, sql) for c, sql in planned if sql is not None]
+            # The data is as fresh as the moment it was asked for, not as the reply's arrival:
+            # a reader who saw this stamp knows the counters were read after it.
+            read_at = time.time()
             async with client_timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
                 results = await run_pipelined(conn, [self._statements[sql] for _, sql in runnable])
         except (psycopg.Error, TimeoutError, OSError, UnsupportedServerError) as exc:
@@ -246,7 +249,7 @@ class TargetWorker:
             )
         out.gauge("pg_up", "1 if the last poll reached the server.", 1.0)
         if all_ok:
-            self._self.last_poll_success.labels(self.target.name).set(time.time())
+            self._self.last_poll_success.labels(self.target.name).set(read_at)
         self._exposition.publish(self.target.name, "poll", out.families())
         return True
 
