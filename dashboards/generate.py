@@ -218,6 +218,14 @@ def single(
     return panel
 
 
+def setting_stats(g: Grid, width: int, specs: Sequence[tuple[str, str, str, str]]) -> list[Any]:
+    """One stat per (title, metric, unit, description): each target's value of a setting."""
+    return [
+        g.place(single(title, description, [Q(f"{metric}{{{T}}}", "{{target}}")], unit), width, 4)
+        for title, metric, unit, description in specs
+    ]
+
+
 # ---------------------------------------------------------------------------------------------
 # Variables and annotations, shared by both dashboards.
 
@@ -470,9 +478,10 @@ def overview_panels(g: Grid) -> list[Any]:
             4,
             4,
         ),
-        *(
-            g.place(single(title, description, [Q(f"{metric}{{{T}}}", "{{target}}")], unit), 3, 4)
-            for title, metric, unit, description in (
+        *setting_stats(
+            g,
+            3,
+            (
                 (
                     "io_workers",
                     "pg_settings_io_workers",
@@ -494,7 +503,7 @@ def overview_panels(g: Grid) -> list[Any]:
                     "Largest single read PostgreSQL 18 builds by combining adjacent blocks. The "
                     "average read size below approaches it when combining works.",
                 ),
-            )
+            ),
         ),
         g.place(
             single(
@@ -527,9 +536,10 @@ def overview_panels(g: Grid) -> list[Any]:
             4,
             4,
         ),
-        *(
-            g.place(single(title, description, [Q(f"{metric}{{{T}}}", "{{target}}")], unit), 4, 4)
-            for title, metric, unit, description in (
+        *setting_stats(
+            g,
+            4,
+            (
                 (
                     "io_max_concurrency",
                     "pg_settings_io_max_concurrency",
@@ -544,7 +554,7 @@ def overview_panels(g: Grid) -> list[Any]:
                     "Buffer cache size: reads not found here go to the OS or the disk and are "
                     "the reads timed on this dashboard.",
                 ),
-            )
+            ),
         ),
         g.place(
             table.Panel()

@@ -1,4 +1,5 @@
-"""Session-wide real servers: one PostgreSQL 18 with a table 4x shared_buffers."""
+"""Session-wide real servers: one PostgreSQL 18 with a table 4x shared_buffers, one that wants
+passwords."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import psycopg
+
+from harness import MONITOR_PASSWORD
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import create_table
 
@@ -29,5 +33,18 @@ def pg18() -> Iterator[LocalServer]:
     server = LocalServer.create(settings={**SMALL_BUFFERS, "io_method": "worker"})
     server.start()
     create_table(server.dsn(), TABLE_MB)
+    yield server
+    server.destroy()
+
+
+@pytest.fixture(scope="session")
+def pw_server() -> Iterator[LocalServer]:
+    """No TLS; roles `monitor` (MONITOR_PASSWORD, pg_monitor) and `pgpassuser` log in with a
+    password over TCP, everyone else is trusted."""
+    server = LocalServer.create(hba=("host all monitor,pgpassuser 127.0.0.1/32 scram-sha-256",))
+    server.start()
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE monitor LOGIN PASSWORD '{MONITOR_PASSWORD}' IN ROLE pg_monitor")
+        conn.execute("CREATE ROLE pgpassuser LOGIN PASSWORD 'the-right-one'")
     yield server
     server.destroy()

@@ -21,6 +21,8 @@ from pg_aio_exporter.demo.server import free_port
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[1]
+# The `monitor` role's password on the session's password-auth server (conftest.pw_server).
+MONITOR_PASSWORD = "R1ght-Monitor-Pw-7391"
 
 
 def shared_dir() -> Path:

@@ -32,7 +32,16 @@ from faultkit import (
     threads,
     up_is,
 )
-from harness import Exporter, Samples, flush_stats, labels, observer, pg_stat_io, wait_for
+from harness import (
+    MONITOR_PASSWORD,
+    Exporter,
+    Samples,
+    flush_stats,
+    labels,
+    observer,
+    pg_stat_io,
+    wait_for,
+)
 from iocheck import check_counters_between
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import Workload, create_table
@@ -44,24 +53,11 @@ FAST = ("--poll-interval", "1s", "--sample-interval", "200ms", "--timeout", "2s"
 # A statement or connect attempt in flight when a fault starts ends after --timeout plus the
 # worker's client slack (1 s) and cancel grace (0.25 s).
 IN_FLIGHT = TIMEOUT + 1.25
-MONITOR_PW = "Fault-Monitor-Pw-7391"
 RESET = "pg_stat_io_stats_reset_timestamp_seconds"
 
 
 def report(what: str, **numbers: float) -> None:
     print(f"[faults] {what}: " + ", ".join(f"{k}={v:.3f}" for k, v in numbers.items()))
-
-
-@pytest.fixture(scope="module")
-def plain() -> Iterator[LocalServer]:
-    """Non-destructive faults: no TLS; roles `monitor`, `pgpassuser` log in with a password."""
-    server = LocalServer.create(hba=("host all monitor,pgpassuser 127.0.0.1/32 scram-sha-256",))
-    server.start()
-    with psycopg.connect(server.dsn(), autocommit=True) as conn:
-        conn.execute(f"CREATE ROLE monitor LOGIN PASSWORD '{MONITOR_PW}' IN ROLE pg_monitor")
-        conn.execute("CREATE ROLE pgpassuser LOGIN PASSWORD 'the-right-one'")
-    yield server
-    server.destroy()
 
 
 @pytest.fixture(scope="module")
@@ -170,14 +166,14 @@ def test_restart_with_and_without_stats_reset(mode: str):
 # -- slow server ---------------------------------------------------------------------------
 
 
-def test_poll_stamp_says_when_the_data_was_read(plain: LocalServer):
+def test_poll_stamp_says_when_the_data_was_read(pw_server: LocalServer):
     """Replies 1 s late: a poll stamped after moment t read its counters after t, so they are
     at least what pg_stat_io said at t. Stamped when the reply arrived, a poll that asked just
     before t would pass for newer than t and its counters would be older than the test's own."""
-    proxy = Proxy(plain.port)
+    proxy = Proxy(pw_server.port)
     dsn = f"host=127.0.0.1 port={proxy.port} user=postgres"
     exp = Exporter("--dsn", dsn, "--poll-interval", "3s", "--sample-interval", "60s")
-    obs = observer(plain.dsn())
+    obs = observer(pw_server.dsn())
     try:
         exp.wait_poll()
         proxy.delay = 1.0
@@ -185,7 +181,7 @@ def test_poll_stamp_says_when_the_data_was_read(plain: LocalServer):
             sent = proxy.requests
             wait_for(lambda sent=sent: proxy.requests > sent or None, 10, "the next poll's queries")
             time.sleep(0.3)  # the server has answered; the proxy holds the reply
-            with psycopg.connect(plain.dsn(), autocommit=True) as conn:
+            with psycopg.connect(pw_server.dsn(), autocommit=True) as conn:
                 conn.execute("SELECT count(*) FROM pg_class")  # moves the hit counters
                 flush_stats(conn)
             asked = time.time()
@@ -199,11 +195,11 @@ def test_poll_stamp_says_when_the_data_was_read(plain: LocalServer):
 
 
 @pytest.mark.parametrize(("fault", "timeout"), [("delay", 1.0), ("black_hole", TIMEOUT)])
-def test_slow_server_is_bounded_by_timeouts(plain: LocalServer, fault: str, timeout: float):
+def test_slow_server_is_bounded_by_timeouts(pw_server: LocalServer, fault: str, timeout: float):
     """A 2 s delay on every reply (longer than --timeout 1s) or a black hole, between exporter
     and server, after the exporter connected. Every statement and connect attempt ends at the
     client timeout: no pile-up of connections, threads or fds, and /metrics stays fast."""
-    proxy = Proxy(plain.port)
+    proxy = Proxy(pw_server.port)
     in_flight = timeout + 1.25
     exp = Exporter("--dsn", f"host=127.0.0.1 port={proxy.port} user=postgres",
                    "--poll-interval", "1s", "--sample-interval", "200ms",
@@ -265,16 +261,16 @@ def test_slow_server_is_bounded_by_timeouts(plain: LocalServer, fault: str, time
     [("2s", "lock timeout"), ("500ms", "statement timeout")],
     ids=["lock_timeout", "statement_timeout"],
 )
-def test_lock_on_a_catalog_the_sampler_reads(plain: LocalServer, timeout: str, message: str):
+def test_lock_on_a_catalog_the_sampler_reads(pw_server: LocalServer, timeout: str, message: str):
     """ACCESS EXCLUSIVE on pg_database blocks pg_stat_activity (it joins pg_database) but not
     the poll's views. The exporter's lock_timeout (1 s) or, when shorter, its statement_timeout
     (--timeout) ends each wait: kind=timeout for collector activity, pg_up stays 1."""
-    exp = Exporter("--dsn", plain.dsn(), "--poll-interval", "1s", "--sample-interval", "200ms",
+    exp = Exporter("--dsn", pw_server.dsn(), "--poll-interval", "1s", "--sample-interval", "200ms",
                    "--timeout", timeout)  # fmt: skip
     watch = Watch(exp)
     try:
         exp.wait_poll()
-        with psycopg.connect(plain.dsn(), autocommit=True) as locker, locker.transaction():
+        with psycopg.connect(pw_server.dsn(), autocommit=True) as locker, locker.transaction():
             locker.execute("LOCK TABLE pg_catalog.pg_database IN ACCESS EXCLUSIVE MODE")
             watch.until(lambda s: errors(s, "activity", "timeout") >= 2, 10, "timeouts")
             polled = time.time()
@@ -417,8 +413,8 @@ def test_tls_required_by_the_server_not_offered(tls: tuple[LocalServer, Path]):
         exp.stop()
 
 
-def test_tls_required_by_the_client_not_offered(plain: LocalServer):
-    exp = Exporter("--dsn", plain.dsn(sslmode="require"), *FAST)
+def test_tls_required_by_the_client_not_offered(pw_server: LocalServer):
+    exp = Exporter("--dsn", pw_server.dsn(sslmode="require"), *FAST)
     try:
         assert_refused(exp, "connection", "server does not support SSL, but SSL was required")
     finally:
@@ -454,40 +450,40 @@ def all_output(exp: Exporter) -> str:
     return "\n".join(pages) + exp.logs()
 
 
-def test_password_from_pgpassfile(plain: LocalServer, tmp_path: Path):
+def test_password_from_pgpassfile(pw_server: LocalServer, tmp_path: Path):
     other = "Other-Line-Secret-5521"
     path = pgpass(tmp_path, f"db.example:5432:*:app:{other}",
-                  f"127.0.0.1:{plain.port}:postgres:monitor:{MONITOR_PW}")  # fmt: skip
-    exp = Exporter("--dsn", plain.dsn(user="monitor"), *FAST, env={"PGPASSFILE": str(path)})
+                  f"127.0.0.1:{pw_server.port}:postgres:monitor:{MONITOR_PASSWORD}")  # fmt: skip
+    exp = Exporter("--dsn", pw_server.dsn(user="monitor"), *FAST, env={"PGPASSFILE": str(path)})
     try:
         assert exp.wait_poll()["pg_up"][TARGET] == 1
         shown = all_output(exp)
-        assert MONITOR_PW not in shown and other not in shown and "db.example" not in shown
+        assert MONITOR_PASSWORD not in shown and other not in shown and "db.example" not in shown
     finally:
         exp.stop()
 
 
 def test_no_password_in_any_output_of_a_failing_run(
-    plain: LocalServer, tls: tuple[LocalServer, Path], certs: Certs, tmp_path: Path
+    pw_server: LocalServer, tls: tuple[LocalServer, Path], certs: Certs, tmp_path: Path
 ):
     """Five targets failing five ways, each with its own password, at debug level; then every
     page, the metrics and the whole log (including shutdown) are searched for each one."""
     secrets = {name: f"Leak-{name}-Secret-{i}93" for i, name in enumerate(
         ["keyword", "uri", "file", "hole", "pgpass"])}  # fmt: skip
-    proxy = Proxy(plain.port)
+    proxy = Proxy(pw_server.port)
     proxy.black_hole = True
     tls_server, _ = tls
     (tmp_path / "pw").write_text(secrets["file"] + "\n")
-    passfile = pgpass(tmp_path, f"127.0.0.1:{plain.port}:*:pgpassuser:{secrets['pgpass']}")
-    dsn_wrong = plain.dsn(user="monitor", password=secrets["keyword"])
+    passfile = pgpass(tmp_path, f"127.0.0.1:{pw_server.port}:*:pgpassuser:{secrets['pgpass']}")
+    dsn_wrong = pw_server.dsn(user="monitor", password=secrets["keyword"])
     tls_dsn = tls_server.dsn(sslmode="verify-full", sslrootcert=str(certs.ca_cert))
     (tmp_path / "c.yaml").write_text(
         "targets:\n"
         f"  - {{name: keyword, dsn: '{dsn_wrong}'}}\n"
-        f"  - name: uri\n    dsn: postgresql://monitor:{secrets['uri']}@127.0.0.1:{plain.port}/x\n"
+        f"  - name: uri\n    dsn: postgresql://monitor:{secrets['uri']}@127.0.0.1:{pw_server.port}/x\n"
         f"  - {{name: file, dsn: '{tls_dsn}', password_file: {tmp_path / 'pw'}}}\n"
         f"  - {{name: hole, dsn: 'host=127.0.0.1 port={proxy.port} password={secrets['hole']}'}}\n"
-        f"  - {{name: pgpass, dsn: '{plain.dsn(user='pgpassuser')}'}}\n"
+        f"  - {{name: pgpass, dsn: '{pw_server.dsn(user='pgpassuser')}'}}\n"
     )
     exp = Exporter("--config", str(tmp_path / "c.yaml"), *FAST, "--log.level", "debug",
                    env={"PGPASSFILE": str(passfile)})  # fmt: skip

@@ -6,27 +6,15 @@ from __future__ import annotations
 import socketserver
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
-from harness import Exporter, labels, wait_for
+from harness import MONITOR_PASSWORD, Exporter, labels, wait_for
 from pg_aio_exporter.demo.server import LocalServer, free_port
 
-RIGHT = "R1ght-Passw0rd-xyz"
 WRONG = "Wr0ng-Passw0rd-abc"
-
-
-@pytest.fixture(scope="module")
-def pw_server() -> Iterator[LocalServer]:
-    server = LocalServer.create(hba=("host all monitor 127.0.0.1/32 scram-sha-256",))
-    server.start()
-    with psycopg.connect(server.dsn(), autocommit=True) as conn:
-        conn.execute(f"CREATE ROLE monitor LOGIN PASSWORD '{RIGHT}' IN ROLE pg_monitor")
-    yield server
-    server.destroy()
 
 
 def everything_shown(exp: Exporter) -> str:
@@ -60,7 +48,7 @@ def test_wrong_password(pw_server: LocalServer):
 
 
 def test_right_password_from_password_file(pw_server: LocalServer, tmp_path: Path):
-    (tmp_path / "pw").write_text(RIGHT + "\n")
+    (tmp_path / "pw").write_text(MONITOR_PASSWORD + "\n")
     dsn = pw_server.dsn(user="monitor")
     (tmp_path / "c.yaml").write_text(
         f"targets:\n  - name: main\n    dsn: '{dsn}'\n    password_file: {tmp_path / 'pw'}\n"
@@ -70,7 +58,7 @@ def test_right_password_from_password_file(pw_server: LocalServer, tmp_path: Pat
     try:
         samples = exp.wait_poll()
         assert samples["pg_up"][labels(target="main", cluster="demo")] == 1
-        assert RIGHT not in everything_shown(exp)
+        assert MONITOR_PASSWORD not in everything_shown(exp)
     finally:
         exp.stop()
 
