@@ -114,7 +114,8 @@ class Exporter:
         return max(series.values(), default=0.0)
 
     def wait_poll(self, after: float | None = None, timeout: float = 30) -> Samples:
-        """Scrape once a poll newer than `after` (default: now) has been published."""
+        """Scrape once a poll stamped after `after` (default: now) has been published: the poll
+        read the server after that moment."""
         after = time.time() if after is None else after
 
         def newer() -> Samples | None:

@@ -198,7 +198,7 @@ def test_targets_poll_spread_over_the_interval(pg18: LocalServer, tmp_path):
             return {n: success[labels(target=n)] for n in names}
 
         last = wait_for(steady, 3 * interval + 5, "three polls of every target")
-        # Polling together, the four would have ended within a few milliseconds of each other.
+        # Polling together, the four would be stamped within a few milliseconds of each other.
         assert max(last.values()) - min(last.values()) > interval / 4, last
     finally:
         exp.stop()

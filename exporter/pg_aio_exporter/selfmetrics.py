@@ -2,8 +2,8 @@
 
 Labelled counters, gauges and histograms with the call surface of prometheus_client's
 (`.labels(...).inc()`, `.set()`, `.observe()`) and the same exposition text, but each child
-keeps its rendered lines until it changes: with 100 targets these are 6000 lines, and the body
-is assembled up to once a second. The body is a list of chunks (exposition.py), so each child's
+keeps its rendered lines until it changes: with 100 targets these are 6000 lines, in a body
+assembled once a second. The body is a list of chunks (exposition.py), so each child's
 text is its only copy. Only the event loop touches them (workers update, the render task
 reads), so there are no locks.
 """
