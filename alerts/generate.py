@@ -168,9 +168,9 @@ def sampler_rules(params: Params, window: str) -> list[Recording]:
         return f"rate({series(params, metric)}[{window}])"
 
     samples = f"({rate('pg_aio_sampler_samples_total')} > 0)"
-    # io_workers is reloadable: averaging over the window keeps the denominator honest when
-    # the pool was resized within it.
-    workers = f"(avg_over_time({series(params, 'pg_aio_io_workers')}[{window}]) > 0)"
+    # io_workers is reloadable (and PostgreSQL 19 resizes the pool by itself): the exporter
+    # counts worker samples, so the ratio of the two rates is exact while the pool changes.
+    worker_samples = f"({rate('pg_aio_io_worker_samples_total')} > 0)"
 
     def per_sample(metric: str, labels: Sequence[str]) -> str:
         return f"{rate(metric)}\n/ ignoring ({', '.join(labels)}) group_left ()\n{samples}"
@@ -180,7 +180,7 @@ def sampler_rules(params: Params, window: str) -> list[Recording]:
             f"pg_aio:io_worker_utilization:rate{window}",
             "target",
             "share of io worker samples not idle (0..1)",
-            f"{rate('pg_aio_io_worker_busy_samples_total')}\n/\n({samples} * {workers})",
+            f"{rate('pg_aio_io_worker_busy_samples_total')}\n/\n{worker_samples}",
         ),
         Recording(
             f"pg_aio:active_sessions:rate{window}",

@@ -35,6 +35,7 @@ AIO_ONLY = (
     "pg_settings_io_max_combine_limit_bytes",
     "pg_aio_io_workers",
     "pg_aio_io_worker_busy_samples_total",
+    "pg_aio_io_worker_samples_total",
     "pg_aio_io_worker_utilization_ratio",
     "pg_aio_in_flight_samples_total",
     "pg_aio_in_flight_bytes_samples_total",
