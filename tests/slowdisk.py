@@ -10,9 +10,11 @@ over: every read is a cold one, as on a database larger than memory. Root only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import psycopg
@@ -79,7 +81,7 @@ class ThrottledDisk:
                 evict(self.mount)
 
     def close(self) -> None:
-        """After server.destroy(): the cgroup must be empty to go."""
+        """After the server stopped: the cgroup must be empty to go."""
         self._closed.set()
         self._evictor.join()
         subprocess.run(["umount", "--lazy", str(self.mount)], check=False)
@@ -109,3 +111,22 @@ def children(pid: int) -> list[int]:
 
 def run(*argv: str) -> str:
     return subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@contextlib.contextmanager
+def server_on_slow_disk(
+    bin_dir: Path, settings: Mapping[str, str], size_mb: int = 512
+) -> Iterator[tuple[LocalServer, ThrottledDisk]]:
+    """A started server whose database postgres keeps its new tables on a ThrottledDisk."""
+    server = LocalServer.create(bin_dir, settings=settings)
+    disk = None
+    try:
+        disk = ThrottledDisk(server, size_mb)
+        server.start()
+        disk.attach()
+        yield server, disk
+    finally:
+        server.stop("immediate")
+        if disk is not None:
+            disk.close()  # unmounted before the temp dir that holds the mount point goes
+        server.destroy()

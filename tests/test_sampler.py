@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from harness import Exporter, Samples, labels
+from harness import Exporter, Samples, client_wait, in_flight, labels
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import create_table, seq_scan
 from proxy import Proxy
@@ -17,18 +17,6 @@ from slowread import ONE_IO_WORKER, SlowReads
 
 SLOW_US = 4000
 T = labels(target="default")
-
-
-def client_wait(samples: Samples, wait_type: str, wait: str) -> float:
-    key = labels(
-        target="default", backend_type="client backend", wait_event_type=wait_type, wait_event=wait
-    )
-    return samples.get("pg_aio_wait_event_samples_total", {}).get(key, 0.0)
-
-
-def in_flight(samples: Samples, operation: str) -> float:
-    series = samples.get("pg_aio_in_flight_samples_total", {})
-    return sum(v for k, v in series.items() if dict(k)["operation"] == operation)
 
 
 @pytest.fixture(scope="module")
