@@ -10,7 +10,7 @@ import contextlib
 import logging
 import signal
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pg_aio_exporter import __version__
@@ -35,8 +35,11 @@ class Options:
     web: WebConfig
 
 
-async def run_exporter(targets: Sequence[Target], options: Options) -> None:
-    """Serve until cancelled or signalled; ConfigError if the address cannot be bound."""
+async def run_exporter(
+    targets: Sequence[Target], options: Options, ready: Callable[[], None] | None = None
+) -> None:
+    """Serve until cancelled or signalled; ConfigError if the address cannot be bound.
+    `ready` is called once the address is bound."""
     selfmetrics = SelfMetrics()
     exposition = Exposition(selfmetrics)
     host, port = options.listen
@@ -48,6 +51,8 @@ async def run_exporter(targets: Sequence[Target], options: Options) -> None:
         "listening",
         extra={"address": f"{host or '*'}:{port}", "targets": len(targets), "version": __version__},
     )
+    if ready is not None:
+        ready()
     workers = [
         TargetWorker(
             t,
