@@ -11,9 +11,10 @@ import logging
 import signal
 import socket
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pg_aio_exporter import __version__
+from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.config.webconfig import WebConfig
@@ -33,6 +34,9 @@ class Options:
     sample_interval: float
     timeout: float
     web: WebConfig
+    # Names of the enabled collectors (collectors/registry.py); a sample_interval of 0 turns
+    # every sample collector off.
+    collectors: frozenset[str] = field(default_factory=lambda: frozenset(registry.names()))
 
 
 async def run_exporter(
@@ -61,6 +65,7 @@ async def run_exporter(
             poll_interval=options.poll_interval,
             sample_interval=options.sample_interval,
             timeout=options.timeout,
+            collectors=options.collectors,
         )
         for t in targets
     ]
