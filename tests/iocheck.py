@@ -126,6 +126,16 @@ def one_interval(
     raise AssertionError("could not fit a burst into one poll interval")
 
 
+def check_one_interval(
+    dsn: str, exporter: Exporter, obs: psycopg.Connection[Any], poll: float
+) -> Samples:
+    """A burst of reads within one poll interval: the gauges of at least the two read
+    contexts equal the test's own math. Returns the scrape after it."""
+    s1, s2, scraped = one_interval(dsn, exporter, obs, poll)
+    assert check_interval_gauges(s1, s2, scraped) >= 2
+    return scraped
+
+
 def check_interval_gauges(s1: IoRows, s2: IoRows, scraped: Samples) -> int:
     """The four gauges equal the test's own math on S1 -> S2, and are absent where no reads
     happened. Returns how many label sets had reads."""
