@@ -50,7 +50,11 @@ ROW_LEGEND = "{{target}} {{backend_type}} / {{object}} / {{context}}"
 # Matchers for the sampler's wait event series, which have backend_type but no object/context.
 TB = f'{T}, backend_type=~"$backend_type"'
 IO_WAITS = f'{TB}, wait_event_type="IO"'
-QUEUE_WAITS = f'{TB}, wait_event="AioWorkerSubmissionQueue"'
+# LWLocks that are waits for I/O: the io worker queue, and another backend's io_uring ring.
+QUEUE_WAITS = f'{TB}, wait_event=~"AioWorkerSubmissionQueue|AioUringCompletion"'
+# Shown by the io worker panels when a target runs none (io_method sync or io_uring): their
+# metrics are absent then, never 0.
+NO_IO_WORKERS = "no io workers (io_method sync or io_uring)"
 
 
 def rule(level: str, name: str, selector: str, offset: str = "") -> str:
@@ -698,7 +702,10 @@ def overview_panels(g: Grid) -> list[Any]:
                 "(pg_aio:active_sessions, sampled from pg_stat_activity; CPU = running). "
                 "IO/AioIoCompletion: waiting for an io worker or the kernel to finish a read; "
                 "IO/DataFileRead in a client backend: a synchronous read; "
-                "LWLock/AioWorkerSubmissionQueue: contention on the io worker queue.",
+                "LWLock/AioWorkerSubmissionQueue: contention on the io worker queue; "
+                "io_uring: IO/AioIoUringExecution waits for the kernel to complete a read, "
+                "IO/AioIoUringSubmit hands reads over (cached ones complete there), "
+                "LWLock/AioUringCompletion waits for another backend's ring.",
                 [
                     Q(
                         f"sum by (target, wait_event_type, wait_event) "
@@ -715,10 +722,12 @@ def overview_panels(g: Grid) -> list[Any]:
         g.place(
             graph(
                 "Sessions waiting on I/O by backend type",
-                f"Average sessions in IO wait events or on the io worker submission queue "
-                f"{lat_window}, per backend type. io workers in IO/DataFileRead do the reads "
-                "that client backends wait for in IO/AioIoCompletion. IO waits staying high "
-                "after raising io_workers mean the storage, not the pool, is the bottleneck.",
+                f"Average sessions in IO wait events, on the io worker submission queue or on "
+                f"another backend's io_uring ring {lat_window}, per backend type. io workers in "
+                "IO/DataFileRead do the reads that client backends wait for in "
+                "IO/AioIoCompletion; with io_uring the backends wait themselves, in "
+                "IO/AioIoUringExecution. IO waits staying high after raising io_workers mean "
+                "the storage, not the pool, is the bottleneck.",
                 [
                     Q(
                         "sum by (target, backend_type, wait_event) "
@@ -748,7 +757,7 @@ def overview_panels(g: Grid) -> list[Any]:
                 "percentunit",
                 maximum=1,
                 threshold=0.9,
-            ),
+            ).no_value(NO_IO_WORKERS),
             8,
             8,
         ),
@@ -756,16 +765,20 @@ def overview_panels(g: Grid) -> list[Any]:
             graph(
                 "io workers: running vs io_workers",
                 "io worker processes seen in the last sample (pg_aio_io_workers) and the "
-                "io_workers setting (dashed). Fewer running than configured right after a "
-                "reload is normal; for long it is not.",
+                "io_workers setting (dashed), which only matters with io_method=worker. Fewer "
+                "running than configured right after a reload is normal; for long it is not.",
                 [
                     Q(f"pg_aio_io_workers{{{T}}}", "{{target}} running"),
-                    Q(f"pg_settings_io_workers{{{T}}}", "{{target}} io_workers"),
+                    Q(
+                        f"pg_settings_io_workers{{{T}}}"
+                        f' and on (target) (pg_aio_io_method{{{T}, io_method="worker"}} == 1)',
+                        "{{target}} io_workers",
+                    ),
                 ],
                 "none",
                 dashed_refs=("B",),
                 steps=True,
-            ),
+            ).no_value(NO_IO_WORKERS),
             8,
             8,
         ),
@@ -1030,7 +1043,8 @@ def comparison_panels(g: Grid) -> list[Any]:
         g.place(
             _now_vs_before(
                 "io worker utilisation",
-                "Share of samples in which io workers were busy.",
+                "Share of samples in which io workers were busy (only io_method=worker has "
+                "io workers).",
                 (
                     rule("pg_aio", "io_worker_utilization", T),
                     rule("pg_aio", "io_worker_utilization", T, BEFORE_OFFSET),
@@ -1038,7 +1052,7 @@ def comparison_panels(g: Grid) -> list[Any]:
                 "percentunit",
                 "{{target}}",
                 maximum=1,
-            ),
+            ).no_value(NO_IO_WORKERS),
             12,
             8,
         ),
