@@ -32,14 +32,16 @@ class ThrottledDisk:
     go to the throttled tablespace); set_limit() moves it between normal and slow at run time."""
 
     def __init__(self, server: LocalServer, size_mb: int) -> None:
-        if os.geteuid() != 0 or not (BLKIO / "blkio.throttle.read_iops_device").exists():
+        if os.geteuid() != 0 or not (BLKIO / "blkio.throttle.read_bps_device").exists():
             raise AssertionError("slow storage needs root and the cgroup v1 blkio controller")
         self._server = server
         self.mount = server.root / "slowdisk"
         image = server.root / "slowdisk.img"
         with image.open("wb") as f:
             f.truncate(size_mb << 20)
-        self.loop = run("losetup", "--find", "--show", str(image))
+        # Direct I/O on the image: a read that misses the page cache reaches the real disk, not
+        # a second copy of the image cached in memory.
+        self.loop = run("losetup", "--find", "--show", "--direct-io=on", str(image))
         self.mount.mkdir()
         run("mkfs.ext4", "-q", "-E", "nodiscard", self.loop)
         run("mount", "-o", "noatime", self.loop, str(self.mount))
@@ -51,33 +53,40 @@ class ThrottledDisk:
             os.chown(self.location, server.os_user.pw_uid, server.os_user.pw_gid)
         self.cgroup = BLKIO / f"pg_aio_test_{os.getpid()}_{server.port}"
         self.cgroup.mkdir()
-        self._slow = threading.Event()
+        self._cold = threading.Event()
         self._closed = threading.Event()
         self._evictor = threading.Thread(target=self._evict, name="slowdisk-evict", daemon=True)
         self._evictor.start()
 
     def attach(self) -> None:
-        """Move the running server into the cgroup: the postmaster (whose later children are
-        born there) and every process it already started (io workers, checkpointer, ...)."""
-        postmaster = int((self._server.data_dir / "postmaster.pid").read_text().split()[0])
-        for pid in [postmaster, *children(postmaster)]:
-            (self.cgroup / "cgroup.procs").write_text(f"{pid}\n")
+        """Put the running server in the cgroup and create the tablespace."""
+        self.enter()
         with psycopg.connect(self._server.dsn(), autocommit=True) as conn:
             conn.execute(f"CREATE TABLESPACE {TABLESPACE} LOCATION '{self.location}'")
             conn.execute(f"ALTER DATABASE postgres SET default_tablespace = {TABLESPACE}")
 
-    def set_limit(self, read_iops: int = 0, read_bps: int = 0) -> None:
-        """Cap the device's reads (0 = no cap). Any cap also starts evicting the page cache."""
-        for name, value in (("read_iops_device", read_iops), ("read_bps_device", read_bps)):
-            (self.cgroup / f"blkio.throttle.{name}").write_text(f"{self.device} {value}\n")
-        if read_iops or read_bps:
-            self._slow.set()
+    def enter(self) -> None:
+        """Move the running server into the cgroup (again after a restart): the postmaster,
+        whose later children are born there, and every process it already started (io
+        workers, checkpointer, ...)."""
+        postmaster = int((self._server.data_dir / "postmaster.pid").read_text().split()[0])
+        for pid in [postmaster, *children(postmaster)]:
+            (self.cgroup / "cgroup.procs").write_text(f"{pid}\n")
+
+    def set_limit(self, read_bps: int = 0, *, cold: bool | None = None) -> None:
+        """Cap the device's reads at `read_bps` bytes per second (0 = no cap). While `cold`
+        (default: while capped) the page cache is kept empty, so every read reaches it."""
+        (self.cgroup / "blkio.throttle.read_bps_device").write_text(f"{self.device} {read_bps}\n")
+        if cold is None:
+            cold = read_bps > 0
+        if cold:
+            self._cold.set()
         else:
-            self._slow.clear()
+            self._cold.clear()
 
     def _evict(self) -> None:
         while not self._closed.wait(EVICT_EVERY):
-            if self._slow.is_set():
+            if self._cold.is_set():
                 evict(self.mount)
 
     def close(self) -> None:

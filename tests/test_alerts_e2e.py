@@ -98,10 +98,11 @@ def test_shrinking_the_pool_under_load_raises_the_pool_alert(stack: WorkerStack)
         # The bar: within 5 minutes of the change.
         wait_for(lambda: POOL_ALERT in alerts.firing(), 300, "the pool alert", every=1)
         fired_after = time.monotonic() - shrunk
+        firing = alerts.firing()
         one = alerts.value(utilization)
         print(f"\nutilisation with 3 workers: {three}\nwith 1: {one}, fired after {fired_after}")
     finally:
         workload.stop()
         stack.slow.set_delay(0)
         set_io_workers(server, None)
-    assert alerts.firing()[POOL_ALERT]["labels"]["signal"] == "utilization"
+    assert firing[POOL_ALERT]["labels"]["signal"] == "utilization"
