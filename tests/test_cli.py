@@ -88,10 +88,12 @@ def test_malformed_config(tmp_path: Path, text: str, needle: str):
         ("tls_server_config:\n  cert_file: a.crt\n", "cert_file and key_file"),
         ("tls_server_config:\n  cert_file: /nonexistent.crt\n  key_file: /x.key\n", "TLS files"),
         ("basic_auth_users:\n  prom: plaintext\n", "not a bcrypt hash"),
+        ("basic_auth_users:\n  prom: '$2b$10$short'\n", "not a bcrypt hash"),
         ("basic_auth_users: [a]\n", "basic_auth_users"),
         ("tls_config: {}\n", "unknown key"),
         ("tls_server_config: {cert_file: a, key_file: b, min_version: TLS10}\n", "min_version"),
         ("[unclosed\n", "not valid YAML"),
+        ("[" * 5000, "nested too deeply"),
     ],
 )
 def test_malformed_web_config(tmp_path: Path, text: str, needle: str):

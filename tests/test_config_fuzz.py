@@ -1,6 +1,7 @@
-"""Property-based tests of the configuration and DSN parsers: any input either loads or fails
-with a ConfigError whose message is one line and holds none of the input's passwords. Anything
-else (a traceback) is a bug: the CLI turns ConfigError, and only it, into exit code 2."""
+"""Property-based tests of the configuration, web configuration and DSN parsers: any input
+either loads or fails with a ConfigError whose message is one line and holds none of the
+input's passwords. Anything else (a traceback) is a bug: the CLI turns ConfigError, and only
+it, into exit code 2."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ import sys
 import tempfile
 from pathlib import Path
 
+import bcrypt
 import pytest
 import yaml
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from certs import Certs, make_certs
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import Target, load_config, normalize_dsn, parse_duration
+from pg_aio_exporter.config.webconfig import load_web_config
 
 pytestmark = pytest.mark.unit
 
@@ -214,6 +218,123 @@ def test_cli_exits_2_with_one_line(data: st.DataObject):
         assume(exc is not None)  # a good file would start the exporter
         result = subprocess.run(
             [sys.executable, "-m", "pg_aio_exporter", "--config", str(directory / "config.yaml")],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr == f"pg-aio-exporter: error: {exc}\n"
+
+
+# -- --web.config.file ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    return make_certs(tmp_path_factory.mktemp("certs"), names=("server",))
+
+
+# Cost 4: the fastest bcrypt allows, so that a hash that loads costs nothing to check.
+HASH = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
+TLS_KEYS = ["cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version"]
+TLS_WORDS = [
+    "TLS12",
+    "TLS13",
+    "TLS10",
+    "NoClientCert",
+    "RequestClientCert",
+    "VerifyClientCertIfGiven",
+    "RequireAndVerifyClientCert",
+    "missing.crt",
+    "",
+]
+
+
+@st.composite
+def web_configs(draw: st.DrawFn, certs: Certs) -> str:
+    """The text of a web config file: the toolkit's keys with real, missing and junk values."""
+    cert, key = certs.pair("server")
+    values = st.sampled_from([str(cert), str(key), str(certs.ca), cert.name, *TLS_WORDS]) | JUNK
+    tls = {
+        name: draw(values)
+        for name in draw(st.lists(st.sampled_from([*TLS_KEYS, "tls_junk"]), unique=True))
+    }
+    users = draw(
+        st.dictionaries(
+            st.text(max_size=6) | st.integers(),
+            st.sampled_from([HASH, "$2b$10$short", "plain"]) | JUNK,
+            max_size=3,
+        )
+        | JUNK
+    )
+    document: dict[object, object] = {}
+    if draw(st.booleans()):
+        document["tls_server_config"] = tls if draw(st.integers(0, 4)) else draw(JUNK)
+    if draw(st.booleans()):
+        document["basic_auth_users"] = users
+    if draw(st.integers(0, 9)) == 0:
+        document[draw(st.text(max_size=5) | st.integers())] = draw(JUNK)
+    text = yaml.safe_dump(draw(JUNK) if draw(st.integers(0, 9)) == 0 else document)
+    if draw(st.integers(0, 4)) == 0:
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(st.sampled_from(list(":-[]{}'\"#&*!|>%@`\t\n"))) + text[at:]
+    return text
+
+
+def check_web_config(content: str | bytes, directory: Path) -> ConfigError | None:
+    path = directory / "web.yml"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    try:
+        load_web_config(str(path))
+    except ConfigError as exc:
+        assert_clean(exc)
+        return exc
+    return None
+
+
+@BOUNDED
+@given(st.data())
+def test_load_web_config_loads_or_fails_cleanly(certs: Certs, data: st.DataObject):
+    with tempfile.TemporaryDirectory() as tmp:
+        check_web_config(data.draw(web_configs(certs)), Path(tmp))
+
+
+@BOUNDED
+@given(st.binary(max_size=200) | st.text(max_size=200))
+@example(b"\xff\xfe tls_server_config: {}")
+@example("[" * 5000)
+@example("tls_server_config: {cert_file: [a], key_file: b}\n")
+@example("tls_server_config: {cert_file: a, key_file: b, min_version: [TLS12]}\n")
+@example("tls_server_config: {cert_file: a, key_file: b, 1: x, zz: y}\n")
+@example("basic_auth_users: {'a\\nb': plain}\n")
+def test_load_web_config_survives_arbitrary_files(content: str | bytes):
+    with tempfile.TemporaryDirectory() as tmp:
+        check_web_config(content, Path(tmp))
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(st.data())
+def test_cli_web_config_exits_2_with_one_line(certs: Certs, data: st.DataObject):
+    """The real command line on a few generated bad web config files."""
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        exc = check_web_config(data.draw(web_configs(certs)), directory)
+        assume(exc is not None)  # a good file would start the exporter
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pg_aio_exporter",
+                "--dsn",
+                "host=x",
+                "--web.config.file",
+                str(directory / "web.yml"),
+            ],
             capture_output=True,
             text=True,
             timeout=30,
