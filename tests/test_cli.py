@@ -54,11 +54,28 @@ def test_no_source():
         (f"host=db password='{SECRET}", "unterminated"),
         (f"bogus=1 password={SECRET}", "bogus"),
         (f"postgresql://app:{SECRET}@db:notaport/x", "port"),
+        # Refused by libpq only when it connects: at start, not as pg_up 0 on every poll.
+        (f"host=db port=99999 password={SECRET}", "invalid port number '99999'"),
+        (f"postgresql://app:{SECRET}@db/x?sslmode=bogus", "invalid sslmode value 'bogus'"),
+        (f"host=a,b port=1,2,3 password={SECRET}", "could not match 3 port numbers to 2 hosts"),
+        (f"host=db keepalives=yes password={SECRET}", "keepalives 'yes' is not an integer"),
+        (f"host=db connect_timeout=soon password={SECRET}", "connect_timeout"),
     ],
 )
 def test_invalid_dsn(dsn: str, needle: str):
     assert_config_error(run("--dsn", dsn), needle)
     assert_config_error(run(env={"DATA_SOURCE_NAME": dsn}), needle)
+
+
+def test_invalid_libpq_environment_variable():
+    # libpq takes what the DSN leaves out from PG* variables, and refuses them just as late.
+    result = run("--dsn", "host=db", env={"PGSSLMODE": "Require"})
+    assert_config_error(result, "invalid PGSSLMODE value 'Require'")
+
+
+def test_invalid_dsn_in_config_file(tmp_path: Path):
+    text = f"targets:\n  - {{name: a, dsn: 'host=db port=0 password={SECRET}'}}\n"
+    assert_config_error(run("--config", write(tmp_path, text)), "target 'a'", "port number '0'")
 
 
 @pytest.mark.parametrize(

@@ -13,15 +13,17 @@ import tempfile
 from pathlib import Path
 
 import bcrypt
+import psycopg
 import pytest
 import yaml
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from certs import Certs, make_certs
-from pg_aio_exporter.config import ConfigError
+from pg_aio_exporter.config import ConfigError, libpq
 from pg_aio_exporter.config.targets import Target, load_config, normalize_dsn, parse_duration
 from pg_aio_exporter.config.webconfig import load_web_config
+from pg_aio_exporter.demo.server import free_port
 
 pytestmark = pytest.mark.unit
 
@@ -77,6 +79,87 @@ def test_normalize_dsn_loads_or_fails_cleanly(case: tuple[str, str]):
     else:
         assert "application_name" in conninfo
         assert secret not in repr(Target(name="t", conninfo=conninfo))
+
+
+# -- values libpq checks only when it connects: libpq itself is the oracle --------------------
+
+LIBPQ_KEYWORDS = ["port", *libpq.CHOICES, *libpq.INTEGERS]
+LIBPQ_VALUES = (
+    st.sampled_from([v for allowed in libpq.CHOICES.values() for v in allowed])
+    | st.sampled_from(["", " ", "REQUIRE", "Disable", "tlsv1.2", "1,2", ","])
+    | st.from_regex(r"\A[ \t]?[+-]?[0-9]{1,11}[ \t]?\Z")
+    | st.sampled_from(["0x10", "1e3", "2.5", "65535", "65536", "0", "-1", "2147483648"])
+    | st.text(string.ascii_letters + string.digits + "-.,", max_size=8)
+)
+# Nothing may answer there, so that every attempt fails: a socket in a directory that does not
+# exist, or a closed port on loopback (libpq sets keepalive options on TCP sockets only).
+NOWHERE_SOCKET = "/nonexistent/pg_aio_exporter-test"
+# Failures that are not libpq's verdict on the string: nothing listens, the kernel refuses a
+# socket option (keepalives_idle above 32767 on Linux), or gssencmode=require finds no Kerberos
+# ticket (kinit may get one later). The exporter does not second-guess these.
+UNREACHABLE = ("No such file or directory", "Connection refused", "setsockopt(", "credential")
+
+
+def libpq_refuses(conninfo: str) -> str | None:
+    """libpq's own verdict on a connection string: why it refused it, or None if it only
+    failed to reach a server."""
+    conn = psycopg.pq.PGconn.connect(conninfo.encode())
+    try:
+        assert conn.status == psycopg.pq.ConnStatus.BAD, "nothing may answer there"
+        message = conn.error_message.decode()
+        return None if any(m in message for m in UNREACHABLE) else message
+    finally:
+        conn.finish()
+
+
+@BOUNDED
+@given(st.sampled_from(LIBPQ_KEYWORDS), LIBPQ_VALUES)
+@example("port", "99999")
+@example("port", "5432,")
+@example("port", " +5432 ")
+@example("sslmode", "bogus")
+@example("ssl_min_protocol_version", "")
+@example("keepalives", "")
+@example("keepalives_idle", "99999999999")
+@example("sslnegotiation", "direct")
+@example("ssl_max_protocol_version", "tlsv1")
+def test_refused_at_start_exactly_when_libpq_refuses(keyword: str, value: str):
+    tcp = f"host=127.0.0.1 port={free_port()}"
+    base = f"host={NOWHERE_SOCKET}" if keyword == "port" else tcp
+    conninfo = psycopg.conninfo.make_conninfo(base, **{keyword: value})
+    refused = libpq_refuses(conninfo)
+    try:
+        normalize_dsn(conninfo)
+    except ConfigError as exc:
+        assert refused, f"libpq accepts {keyword}={value!r}, the exporter says: {exc}"
+    else:
+        assert not refused, f"libpq refuses {keyword}={value!r} ({refused}), the exporter not"
+
+
+@pytest.mark.parametrize(
+    "conninfo",
+    [
+        f"host={NOWHERE_SOCKET} sslnegotiation=direct sslmode=require",
+        f"host={NOWHERE_SOCKET} sslnegotiation=direct sslmode=allow",
+        f"host={NOWHERE_SOCKET} sslrootcert=system",
+        f"host={NOWHERE_SOCKET} sslrootcert=system sslmode=require",
+        f"host={NOWHERE_SOCKET} sslrootcert=system sslmode=verify-full",
+        f"host={NOWHERE_SOCKET} ssl_min_protocol_version=TLSv1.3 ssl_max_protocol_version=tlsv1.2",
+        f"host={NOWHERE_SOCKET} ssl_min_protocol_version= ssl_max_protocol_version=TLSv1",
+        f"host={NOWHERE_SOCKET},{NOWHERE_SOCKET} port=1,2,3",
+        f"host={NOWHERE_SOCKET},{NOWHERE_SOCKET} port=1,2",
+        f"host={NOWHERE_SOCKET} hostaddr=127.0.0.1,127.0.0.2",
+        f"host={NOWHERE_SOCKET},{NOWHERE_SOCKET} port=5432",
+    ],
+)
+def test_combinations_as_libpq_judges_them(conninfo: str):
+    refused = libpq_refuses(conninfo)
+    try:
+        normalize_dsn(conninfo)
+    except ConfigError as exc:
+        assert refused, f"libpq accepts {conninfo!r}, the exporter says: {exc}"
+    else:
+        assert not refused, f"libpq refuses {conninfo!r} ({refused}), the exporter not"
 
 
 @BOUNDED

@@ -16,7 +16,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pg_aio_exporter.collectors import registry
-from pg_aio_exporter.config import ConfigError, key_list, read_yaml
+from pg_aio_exporter.config import ConfigError, key_list, libpq, read_yaml
 from pg_aio_exporter.expose.selfmetrics import LABELS as SELF_METRIC_LABELS
 from pg_aio_exporter.redact import scrub
 
@@ -81,9 +81,9 @@ def normalize_dsn(dsn: str, *, password: str | None = None) -> str:
         # libpq quotes the offending fragment, which may be the password: scrub it.
         message = str(exc).strip().splitlines()[0]
         raise ConfigError(f"invalid DSN: {scrub(message, dsn)}") from None
-    port = str(params.get("port") or "")
-    if port and not all(p.strip().isdigit() for p in port.split(",")):
-        raise ConfigError(f"invalid DSN: port {scrub(port, dsn)!r} is not a number")
+    refused = libpq.refusal(params)
+    if refused is not None:
+        raise ConfigError(f"invalid DSN: {scrub(refused, dsn)}")
     extra: dict[str, Any] = {}
     if password is not None:
         extra["password"] = password
