@@ -47,6 +47,15 @@ def test_wrong_password(pw_server: LocalServer):
         exp.stop()
 
 
+def test_role_that_does_not_exist(pw_server: LocalServer):
+    exp = Exporter("--dsn", pw_server.dsn(user="no_such_role"), "--poll-interval", "1s")
+    try:
+        log = assert_failing(exp, "auth")  # the runbook's "auth", not "is PostgreSQL up"
+        assert 'role \\"no_such_role\\" does not exist' in log, log
+    finally:
+        exp.stop()
+
+
 def test_right_password_from_password_file(pw_server: LocalServer, tmp_path: Path):
     (tmp_path / "pw").write_text(MONITOR_PASSWORD + "\n")
     dsn = pw_server.dsn(user="monitor")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import psycopg
 
 
@@ -18,12 +20,12 @@ _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
 )
 # libpq reports connection failures as text only, without a SQLSTATE.
 _CONNECT_MESSAGES = (
-    ("authentication failed", "auth"),
-    ("no password supplied", "auth"),
+    (re.compile("authentication failed|no password supplied"), "auth"),
     # "no pg_hba.conf entry" / "pg_hba.conf rejects connection" (e.g. hostssl only, client
-    # without TLS): SQLSTATE 28000, which is "auth" when psycopg has the SQLSTATE.
-    ("pg_hba.conf", "auth"),
-    ("timeout expired", "timeout"),
+    # without TLS), and a role that does not exist: SQLSTATE 28000, which is "auth" when
+    # psycopg has the SQLSTATE.
+    (re.compile(r'pg_hba\.conf|role ".*" does not exist'), "auth"),
+    (re.compile("timeout expired"), "timeout"),
 )
 
 
@@ -34,5 +36,7 @@ def error_kind(exc: BaseException) -> str:
             return kind
     if isinstance(exc, psycopg.OperationalError):
         text = str(exc)
-        return next((kind for needle, kind in _CONNECT_MESSAGES if needle in text), "connection")
+        return next(
+            (kind for pattern, kind in _CONNECT_MESSAGES if pattern.search(text)), "connection"
+        )
     return "query"
