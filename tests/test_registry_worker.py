@@ -43,3 +43,24 @@ def test_worker_polls_a_registered_view(pg18: LocalServer, monkeypatch: pytest.M
     assert got["pg_aio_sampler_samples_total"] == {labels(target="default"): 1}
     poll_errors = got.get("pg_aio_exporter_poll_errors_total", {})
     assert not any(v for v in poll_errors.values())
+
+
+@pytest.mark.unit
+def test_poll_errors_start_at_zero_for_every_collector(monkeypatch: pytest.MonkeyPatch):
+    """Before the first error, so that increase() and the panels see it when it comes."""
+    monkeypatch.setitem(registry.POLL, DummyCollector.name, DummyCollector)
+    selfmetrics = SelfMetrics()
+
+    async def new_exposition() -> Exposition:
+        return Exposition(selfmetrics)  # its asyncio.Event wants a running loop
+
+    exposition = asyncio.run(new_exposition())
+    target = target_from_dsn("host=db.invalid")  # never connected to
+    TargetWorker(target, exposition, selfmetrics, poll_interval=30, sample_interval=1, timeout=5)
+    errors = parse(b"".join(selfmetrics.render()).decode())["pg_aio_exporter_poll_errors_total"]
+    assert set(errors.values()) == {0}
+    pairs = {(dict(k)["collector"], dict(k)["kind"]) for k in errors}
+    for collector in ["dummy", *registry.POLL, *registry.SAMPLE]:
+        assert {(collector, kind) for kind in ("timeout", "privilege", "query")} <= pairs
+    assert {("connection", kind) for kind in ("connection", "auth", "timeout")} <= pairs
+    assert all(dict(k)["target"] == "default" for k in errors)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import psycopg
 
@@ -40,3 +41,22 @@ def error_kind(exc: BaseException) -> str:
             (kind for pattern, kind in _CONNECT_MESSAGES if pattern.search(text)), "connection"
         )
     return "query"
+
+
+# The kinds each `collector` label of pg_aio_exporter_poll_errors_total can come with: the
+# connection fails before any statement ("connection"), a collector's own statement fails, or a
+# bug ends a round (the worker's "poll" or "sample" step).
+CONNECTION_KINDS = ("connection", "auth", "timeout", "unsupported")
+STATEMENT_KINDS = ("timeout", "privilege", "query")
+INTERNAL = "internal"
+ROUNDS = ("poll", "sample")
+
+
+def known_failures(collectors: Iterable[str]) -> list[tuple[str, str]]:
+    """The (collector, kind) label pairs a target can report, to start at 0: a counter that
+    appears at 1 shows no increase() until its second error."""
+    return [
+        *(("connection", kind) for kind in CONNECTION_KINDS),
+        *((collector, kind) for collector in collectors for kind in STATEMENT_KINDS),
+        *((round_, INTERNAL) for round_ in ROUNDS),
+    ]

@@ -23,7 +23,7 @@ from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
-from pg_aio_exporter.poll.errors import UnsupportedServerError, error_kind
+from pg_aio_exporter.poll.errors import INTERNAL, UnsupportedServerError, error_kind, known_failures
 from pg_aio_exporter.poll.sampler import Sampler
 from pg_aio_exporter.poll.session import (
     CLIENT_TIMEOUT_SLACK,
@@ -84,6 +84,9 @@ class TargetWorker:
         # or its cause changes, one when it ends, nothing in between.
         self._failing: dict[str, str] = {}
         self._unsupported_logged = False
+        names = [c.name for c in [*self._collectors, *self._sampler.collectors]]
+        for collector, kind in known_failures(names):
+            selfmetrics.poll_errors.labels(target.name, collector, kind)
 
     def _log_fields(self, **extra: object) -> dict[str, object]:
         return {"target": self.target.name, "address": self.target.address, **extra}
@@ -126,7 +129,7 @@ class TargetWorker:
             return await step()
         except Exception:
             log.exception("internal error", extra=self._log_fields(step=step.__name__))
-            self._self.poll_errors.labels(self.target.name, step.__name__, "internal").inc()
+            self._self.poll_errors.labels(self.target.name, step.__name__, INTERNAL).inc()
             await self._disconnect()
             self._publish_samples(current=False)
             return False
