@@ -49,14 +49,13 @@ def error_kind(exc: BaseException) -> str:
 CONNECTION_KINDS = ("connection", "auth", "timeout", "unsupported")
 STATEMENT_KINDS = ("timeout", "privilege", "query")
 INTERNAL = "internal"
-ROUNDS = ("poll", "sample")
 
 
-def known_failures(collectors: Iterable[str]) -> list[tuple[str, str]]:
+def known_failures(collectors: Iterable[str], rounds: Iterable[str]) -> list[tuple[str, str]]:
     """The (collector, kind) label pairs a target can report, to start at 0: a counter that
     appears at 1 shows no increase() until its second error."""
     return [
         *(("connection", kind) for kind in CONNECTION_KINDS),
         *((collector, kind) for collector in collectors for kind in STATEMENT_KINDS),
-        *((round_, INTERNAL) for round_ in ROUNDS),
+        *((round_, INTERNAL) for round_ in rounds),
     ]

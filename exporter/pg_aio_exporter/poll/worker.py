@@ -89,8 +89,10 @@ class TargetWorker:
         # or its cause changes, one when it ends, nothing in between.
         self._failing: dict[str, str] = {}
         self._unsupported_logged = False
-        names = [c.name for c in [*self._collectors, *self._sampler.collectors]]
-        for collector, kind in known_failures(names):
+        sampling = self._sampler.collectors if self._sampler is not None else []
+        rounds = ["poll", "sample"] if self._sampler is not None else ["poll"]
+        names = [c.name for c in [*self._collectors, *sampling]]
+        for collector, kind in known_failures(names, rounds):
             selfmetrics.poll_errors.labels(target.name, collector, kind)
 
     def _log_fields(self, **extra: object) -> dict[str, object]:
