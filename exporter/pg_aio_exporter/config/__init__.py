@@ -13,7 +13,7 @@ class ConfigError(Exception):
 
 def read_yaml(path: str, what: str) -> Any:
     """The document in a YAML file; `what` names the file in messages ("config file")."""
-    import yaml  # noqa: PLC0415 (PyYAML costs 1 MB of RSS: only when a file is read)
+    import yaml  # noqa: PLC0415 (RSS: PyYAML only when a file is read, docs/performance.md)
 
     try:
         text = Path(path).read_text()

@@ -38,8 +38,8 @@ _TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min
 # $2b$, the cost in two digits, $, 22 characters of salt and 31 of hash: bcrypt refuses
 # anything else, on every request, if it is not refused here.
 _BCRYPT = re.compile(r"\$2[aby]\$\d\d\$[./A-Za-z0-9]{53}")
-# bcrypt is deliberately slow (~0.5 s at cost 10 here): remember the credentials that passed so
-# that a Prometheus scraping every 15 s pays it once, not per scrape.
+# bcrypt is deliberately slow (docs/security.md): remember the credentials that passed so that
+# a Prometheus scraping every 15 s pays it once, not per scrape.
 _CACHE_LIMIT = 64
 
 

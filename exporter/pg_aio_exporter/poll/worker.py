@@ -54,7 +54,7 @@ def next_tick(deadline: float, interval: float, now: float) -> tuple[float, int]
 def poll_phase(name: str, interval: float) -> float:
     """Where in the poll interval a target's polls fall, the same at every start. Targets of
     one exporter then spread over the interval instead of all polling (and loading a shared
-    server, and replacing 100 kB of text each) at once; Prometheus offsets scrapes the same
+    server, and each replacing its text) at once; Prometheus offsets scrapes the same
     way, by a hash of the target."""
     return zlib.crc32(name.encode()) / 2**32 * interval
 
@@ -149,10 +149,9 @@ class TargetWorker:
         async with client_timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
             # No automatic prepared statements: psycopg (3.3) prepares a statement on its 6th
             # run, and when that run sits behind a failed statement in a pipeline, the server
-            # skips the Parse but psycopg records the name: the statement then fails for good
-            # ("prepared statement _pg3_0 does not exist"). Seen after a lock wait on
-            # pg_stat_activity: pg_aios was lost until a reconnect. _prepare() does it instead,
-            # outside any pipeline.
+            # skips the Parse but psycopg records the name: the statement then fails on every run
+            # ("prepared statement _pg3_0 does not exist") until a reconnect
+            # (docs/reliability.md). prepare() does it instead, outside any pipeline.
             conn = await psycopg.AsyncConnection.connect(
                 self.target.conninfo, autocommit=True, row_factory=dict_row, prepare_threshold=None
             )
