@@ -1,10 +1,12 @@
-"""`make demo`, the README's command: real reads, bulkread growing, clean exit on Ctrl-C; with
-`--io-method io_uring` on the cached liburing build, and a one-line error without it."""
+"""`make demo`, the README's command: real reads, bulkread growing, clean exit on Ctrl-C, and
+the machine as it was (no directory opened up, no OS user left behind); with `--io-method
+io_uring` on the cached liburing build, and a one-line error without it."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import re
 import signal
 import subprocess
@@ -14,12 +16,44 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from harness import REPO, Samples, labels, parse, wait_for
-from pg_aio_exporter.demo.server import free_port
+from pg_aio_exporter.demo import server as demo_server
+from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir, free_port
 
 BULK = labels(
     target="default", backend_type="client backend", object="relation", context="bulkread"
 )
+
+
+def user_exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def modes(paths: list[Path]) -> dict[Path, str]:
+    return {path: oct(path.stat().st_mode) for path in paths}
+
+
+def test_demo_serves_growing_bulkread_reads_and_cleans_up(tmp_path: Path):
+    # The clone made private, as a home directory usually is (0700 /root): as root, the demo
+    # must run its server without opening any of these up to the server's OS user.
+    ancestors = [embedded_bin_dir(), *embedded_bin_dir().parents]
+    repo_mode = REPO.stat().st_mode
+    REPO.chmod(0o700)
+    before = modes(ancestors)
+    user_before = user_exists(demo_server.OS_USER)
+    try:
+        with make_demo(tmp_path) as url:
+            growing_bulkread_reads(url)
+        assert modes(ancestors) == before, "the demo changed directory modes"
+        assert user_exists(demo_server.OS_USER) == user_before
+    finally:
+        REPO.chmod(repo_mode)
 
 
 @contextlib.contextmanager
@@ -42,7 +76,8 @@ def make_demo(tmp_path: Path, *args: str) -> Iterator[str]:
             start_new_session=True,
         )
     try:
-        wait_for(lambda: "/metrics" in log_path.read_text(), 120, "the demo to print its URL")
+        # The first `make demo` of a clone also installs the package with its demo extra.
+        wait_for(lambda: "/metrics" in log_path.read_text(), 300, "the demo to print its URL")
         url = f"http://127.0.0.1:{port}/metrics"
         assert url in log_path.read_text()
         yield url
@@ -73,11 +108,6 @@ def growing_bulkread_reads(url: str) -> Samples:
     return later
 
 
-def test_demo_serves_growing_bulkread_reads_and_cleans_up(tmp_path: Path):
-    with make_demo(tmp_path) as url:
-        growing_bulkread_reads(url)
-
-
 def test_demo_with_io_uring(tmp_path: Path):
     with make_demo(tmp_path, "--io-method io_uring") as url:
         scraped = growing_bulkread_reads(url)
@@ -101,3 +131,18 @@ def test_demo_io_uring_without_the_build_says_what_to_do(tmp_path: Path):
     assert len(lines) == 1, lines
     assert "needs PostgreSQL 18 built with liburing" in lines[0]
     assert "scripts/build-postgres-io-uring.py" in lines[0]
+
+
+def test_an_os_user_created_for_the_demo_is_removed(monkeypatch: pytest.MonkeyPatch):
+    if os.geteuid() != 0:
+        pytest.skip("only root runs the server as another OS user")
+    # A name of this test's own: the suite's servers share the usual one.
+    name = f"pgaio_t{os.getpid()}"
+    monkeypatch.setattr(demo_server, "OS_USER", name)
+    server = LocalServer.create()
+    try:
+        assert server.created_user and user_exists(name)
+        server.start()
+    finally:
+        server.destroy(remove_created_user=True)
+    assert not user_exists(name)
