@@ -198,15 +198,15 @@ def test_io_worker_utilisation(major: str):
 def _worker_rows(idle: int, busy: int) -> Rows:
     rows = [
         {"backend_type": "checkpointer", "state": None, "wait_event_type": "Activity",
-         "wait_event": "CheckpointerMain", "n": 1},
+         "wait_event": "CheckpointerMain", "hidden": False, "n": 1},
         {"backend_type": "client backend", "state": "active", "wait_event_type": "IO",
-         "wait_event": "AioIoUringExecution", "n": 2},
+         "wait_event": "AioIoUringExecution", "hidden": False, "n": 2},
     ]  # fmt: skip
     for wait_type, wait, n in (("Activity", "IoWorkerMain", idle), ("IO", "DataFileRead", busy)):
         if n:
             rows.append(
                 {"backend_type": "io worker", "state": None, "wait_event_type": wait_type,
-                 "wait_event": wait, "n": n}
+                 "wait_event": wait, "hidden": False, "n": n}
             )  # fmt: skip
     return rows
 
