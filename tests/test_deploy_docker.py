@@ -114,7 +114,7 @@ def test_build_context_holds_exactly_what_the_copies_need() -> None:
         for src in i.args.split()[:-1]
     }
     sdist = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]
-    needed = {p.rstrip("/") for p in sdist["targets"]["sdist"]["include"]}
+    needed = {p.strip("/") for p in sdist["targets"]["sdist"]["include"]}
     assert copied <= allowed and needed <= allowed, (copied, needed, allowed)
     assert all((REPO / p).exists() for p in allowed)
 

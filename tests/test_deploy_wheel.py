@@ -8,9 +8,11 @@ import os
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 import urllib.request
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -34,7 +36,14 @@ def build_wheel(out: Path) -> Path:
     )
     (sdist,) = out.glob("*.tar.gz")
     (wheel,) = out.glob("*.whl")
-    assert sdist.stat().st_size > 0
+    with tarfile.open(sdist) as archive:
+        top = {name.split("/")[1] for name in archive.getnames() if "/" in name}
+    # The source package and nothing else (an unanchored include once pulled in deploy/ files).
+    assert top == {"exporter", "README.md", "pyproject.toml", "LICENSE", "PKG-INFO", ".gitignore"}
+    with zipfile.ZipFile(wheel) as archive:
+        licenses = [n for n in archive.namelist() if ".dist-info/licenses/" in n]
+        assert licenses == [f"pg_aio_exporter-{__version__}.dist-info/licenses/LICENSE"]
+        assert archive.read(licenses[0]) == (REPO / "LICENSE").read_bytes()
     return wheel
 
 
