@@ -222,6 +222,48 @@ def test_io_uring_variant_is_documented() -> None:
         assert needle in comments, needle
 
 
+IO_URING_SYSCALLS = {"io_uring_setup", "io_uring_enter", "io_uring_register"}
+
+
+def io_uring_profile_path() -> Path:
+    """The seccomp profile the io_uring comment of compose.yaml names, as Compose resolves it
+    (relative to the compose file's directory)."""
+    (path,) = set(re.findall(r"seccomp=(\S+\.json)", COMPOSE.read_text()))
+    return (COMPOSE.parent / path).resolve()
+
+
+def unconditional_allows(profile: dict[str, Any]) -> set[str]:
+    """Syscalls a profile allows whatever the arguments, capabilities and architecture."""
+    return {
+        name
+        for rule in profile["syscalls"]
+        if rule["action"] == "SCMP_ACT_ALLOW"
+        and not {"args", "includes", "excludes"} & {k for k, v in rule.items() if v}
+        for name in rule["names"]
+    }
+
+
+def test_io_uring_seccomp_profile_is_dockers_default_plus_io_uring() -> None:
+    path = io_uring_profile_path()
+    assert path == DEPLOY / "postgres" / "seccomp-io_uring.json", path
+    profile = json.loads(path.read_text())
+    # A filter, not an allow-all: what no rule names is refused, as in Docker's default.
+    assert profile["defaultAction"] == "SCMP_ACT_ERRNO"
+    assert {a["architecture"] for a in profile["archMap"]} >= {
+        "SCMP_ARCH_X86_64",
+        "SCMP_ARCH_AARCH64",
+    }
+    added = [rule for rule in profile["syscalls"] if IO_URING_SYSCALLS & set(rule["names"])]
+    assert len(added) == 1, "the io_uring calls belong to one rule of their own"
+    assert set(added[0]["names"]) == IO_URING_SYSCALLS
+    allowed = unconditional_allows(profile)
+    assert allowed >= IO_URING_SYSCALLS
+    # The rest is Docker's default: what PostgreSQL needs is allowed, what containers must not
+    # do stays behind capabilities this profile does not grant.
+    assert allowed >= {"pread64", "pwritev", "fsync", "epoll_wait", "futex", "shmget"}
+    assert not allowed & {"mount", "unshare", "setns", "bpf", "ptrace", "kexec_load", "reboot"}
+
+
 def test_grafana_mounts_provisioning_and_dashboards(compose: dict[str, Any]) -> None:
     grafana = mounts(compose["services"]["grafana"])
     provisioning = Path(grafana["/etc/grafana/provisioning"])
