@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pg_aio_exporter import cli
+
 pytestmark = pytest.mark.unit
 SECRET = "hunter2-Sekr1t"
 
@@ -125,3 +127,12 @@ def test_version():
     result = run("--version")
     assert result.returncode == 0
     assert result.stdout.startswith("pg-aio-exporter ")
+
+
+@pytest.mark.parametrize("argv", [[], ["demo"]], ids=["exporter", "demo"])
+def test_help_states_the_listen_address_actually_used(argv: list[str]):
+    parser = cli.build_demo_parser() if argv else cli.build_parser()
+    used = parser.parse_args([] if argv else ["--dsn", "host=x"]).listen
+    result = run(*argv, "--help")
+    assert result.returncode == 0
+    assert f"(default {used})" in " ".join(result.stdout.split()), result.stdout

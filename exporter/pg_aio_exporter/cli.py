@@ -36,12 +36,14 @@ def fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
-def add_common_flags(parser: argparse.ArgumentParser, *, poll_default: str) -> None:
+def add_common_flags(
+    parser: argparse.ArgumentParser, *, poll_default: str, listen_default: str = DEFAULT_LISTEN
+) -> None:
     parser.add_argument(
         "--web.listen-address",
         dest="listen",
-        default=DEFAULT_LISTEN,
-        help=f"address to serve metrics on (default {DEFAULT_LISTEN})",
+        default=listen_default,
+        help=f"address to serve metrics on (default {listen_default})",
     )
     parser.add_argument(
         "--web.config.file",
@@ -126,8 +128,8 @@ def build_demo_parser() -> argparse.ArgumentParser:
         prog=f"{PROG} demo",
         description="Run PostgreSQL 18 with a read workload and the exporter on it.",
     )
-    add_common_flags(parser, poll_default="5s")
-    parser.set_defaults(listen="127.0.0.1:9188")
+    # The demo's passwords are public: it serves this machine only.
+    add_common_flags(parser, poll_default="5s", listen_default="127.0.0.1:9188")
     parser.add_argument(
         "--table-mb",
         type=int,

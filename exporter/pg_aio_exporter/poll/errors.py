@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import psycopg
 
+# Every `kind` the worker counts: error_kind's, and "internal" for a bug in a poll or sample.
+KINDS = ("connection", "auth", "timeout", "privilege", "query", "unsupported", "internal")
+INTERNAL = "internal"
+
 
 class UnsupportedServerError(Exception):
     """Connected, but not to a PostgreSQL this exporter can read."""

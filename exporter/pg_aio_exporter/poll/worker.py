@@ -23,7 +23,7 @@ from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
-from pg_aio_exporter.poll.errors import UnsupportedServerError, error_kind
+from pg_aio_exporter.poll.errors import INTERNAL, UnsupportedServerError, error_kind
 from pg_aio_exporter.poll.sampler import Sampler
 from pg_aio_exporter.poll.session import (
     CLIENT_TIMEOUT_SLACK,
@@ -126,7 +126,7 @@ class TargetWorker:
             return await step()
         except Exception:
             log.exception("internal error", extra=self._log_fields(step=step.__name__))
-            self._self.poll_errors.labels(self.target.name, step.__name__, "internal").inc()
+            self._self.poll_errors.labels(self.target.name, step.__name__, INTERNAL).inc()
             await self._disconnect()
             self._publish_samples(current=False)
             return False
