@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
+import urllib.parse
+from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any
 
@@ -178,6 +179,30 @@ def test_sidecar_reaches_its_server_on_localhost_and_is_found_by_a_podmonitor() 
     assert (
         monitor["spec"]["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
     )
+
+
+def test_the_ca_bundle_the_example_dsn_verifies_with_is_mounted() -> None:
+    """The Secret example's DSN verifies the server against a file that deployment.yaml mounts,
+    read-only, from a ConfigMap key of the same name (docs/managed.md)."""
+    ((_, secret),) = of_kind("Secret")
+    query = urllib.parse.parse_qs(
+        urllib.parse.urlsplit(secret["stringData"]["DATA_SOURCE_NAME"]).query
+    )
+    assert query["sslmode"] == ["verify-full"]
+    (root_cert,) = (PurePosixPath(p) for p in query["sslrootcert"])
+    ((_, deployment),) = of_kind("Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    (mount,) = [
+        m for m in container["volumeMounts"] if root_cert.parent == PurePosixPath(m["mountPath"])
+    ]
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    config_map = volume["configMap"]
+    assert config_map["optional"] is True, "the pod must start without a CA bundle too"
+    assert {"key": root_cert.name, "path": root_cert.name} in config_map["items"]
+    docs = (REPO / "docs" / "managed.md").read_text()
+    assert f"create configmap {config_map['name']} --from-file={root_cert.name}=" in docs
 
 
 def test_no_password_is_committed() -> None:

@@ -116,3 +116,25 @@ def test_per_sample_server_cost_is_quoted_as_measured() -> None:
     assert f"{quoted(2)} of backend CPU ({quoted(1)} of statement time)" in metrics
     readme = " ".join((REPO / "README.md").read_text().split())
     assert f"one sample costs the server {quoted(2)} of CPU" in readme
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_runbooks_say_what_to_do_without_superuser() -> None:
+    """Every runbook section that acts with ALTER SYSTEM also says how on a managed service,
+    by a link into managed.md that resolves."""
+    runbooks = (DOCS / "runbooks.md").read_text()
+    anchors = {
+        github_anchor(h)
+        for h in re.findall(r"^#+ (.+)$", (DOCS / "managed.md").read_text(), re.MULTILINE)
+    }
+    sections = re.split(r"^## ", runbooks, flags=re.MULTILINE)[1:]
+    acting = [s for s in sections if "ALTER SYSTEM" in s]
+    assert len(acting) >= 3
+    for section in acting:
+        assert "managed.md" in section, f"{section.splitlines()[0]}: no managed-service step"
+    for anchor in re.findall(r"\(managed\.md#([^)]+)\)", runbooks):
+        assert anchor in anchors, anchor
