@@ -17,7 +17,13 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from pg_aio_exporter.config import ConfigError
-from pg_aio_exporter.config.targets import Target, load_config, normalize_dsn, parse_duration
+from pg_aio_exporter.config.targets import (
+    Target,
+    load_config,
+    normalize_dsn,
+    parse_duration,
+    target_from_dsn,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -73,6 +79,8 @@ def test_normalize_dsn_loads_or_fails_cleanly(case: tuple[str, str]):
     else:
         assert "application_name" in conninfo
         assert secret not in repr(Target(name="t", conninfo=conninfo))
+        # An unnamed --dsn target is named after its server: host, port, dbname only.
+        assert secret not in target_from_dsn(dsn).name
 
 
 @BOUNDED

@@ -32,7 +32,7 @@ def test_demo_serves_growing_bulkread_reads_and_cleans_up(tmp_path: Path):
         wait_for(lambda: "/metrics" in log_path.read_text(), 120, "the demo to print its URL")
         assert f"http://127.0.0.1:{port}/metrics" in log_path.read_text()
         bulk = labels(
-            target="default", backend_type="client backend", object="relation", context="bulkread"
+            target="demo", backend_type="client backend", object="relation", context="bulkread"
         )
 
         def reads() -> float:

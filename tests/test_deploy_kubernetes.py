@@ -4,6 +4,7 @@ and the PrometheusRule in step with alerts/*.yml."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 import urllib.parse
 from pathlib import Path, PurePosixPath
@@ -116,16 +117,24 @@ def test_exporter_container_is_hardened_probed_and_bounded(item: tuple[str, Any,
     assert ports["metrics"] == listen_port(one(final_stage(), "CMD").exec_form())
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}, probe
-    # No args: the image's CMD (listen address, log format) stays the single definition.
-    assert "args" not in container and "command" not in container
+    # The image's CMD (listen address, log format) stays in force: args may only add naming.
+    assert "command" not in container
+    cmd = one(final_stage(), "CMD").exec_form()
+    args = container.get("args", cmd)
+    assert args[: len(cmd)] == cmd, args
+    assert all(a.startswith(("--target-name=", "--label=")) for a in args[len(cmd) :]), args
 
     resources = container["resources"]
     assert resources["requests"]["cpu"] and resources["requests"]["memory"]
     assert resources["limits"]["memory"]
 
-    (env,) = container["env"]
-    assert env["name"] == "DATA_SOURCE_NAME"
-    assert "value" not in env and env["valueFrom"]["secretKeyRef"]["key"] == "DATA_SOURCE_NAME"
+    env = {e["name"]: e for e in container["env"]}
+    dsn = env.pop("DATA_SOURCE_NAME")
+    assert "value" not in dsn and dsn["valueFrom"]["secretKeyRef"]["key"] == "DATA_SOURCE_NAME"
+    # Anything else comes from the pod (the downward API), and is what the args refer to.
+    assert all(set(e["valueFrom"]) == {"fieldRef"} for e in env.values()), env
+    referenced = {m for a in args for m in re.findall(r"\$\((\w+)\)", a)}
+    assert referenced == set(env), (referenced, set(env))
 
 
 def test_image_tag_is_the_package_version() -> None:

@@ -147,8 +147,10 @@ def test_installed_wheel_runs_with_the_image_command(pg18: LocalServer, tmp_path
         proc.wait(10)
         log.close()
 
-    assert samples["pg_up"] == {frozenset({("target", "default")}): 1.0}
-    assert samples["pg_aio_supported"] == {frozenset({("target", "default")}): 1.0}
+    # No --target-name: the target is named after the server the DSN reaches.
+    target = frozenset({("target", f"127.0.0.1:{pg18.port}/postgres")})
+    assert samples["pg_up"] == {target: 1.0}
+    assert samples["pg_aio_supported"] == {target: 1.0}
     # pg_monitor is enough: not one privilege (or other) error from any collector.
     errors = samples.get("pg_aio_exporter_poll_errors_total", {})
     assert not any(errors.values()), errors

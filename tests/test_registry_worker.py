@@ -23,7 +23,7 @@ def test_worker_polls_a_registered_view(pg18: LocalServer, monkeypatch: pytest.M
     async def one_poll() -> bytes:
         selfmetrics = SelfMetrics()
         exposition = Exposition(selfmetrics)
-        target = target_from_dsn(pg18.dsn())
+        target = target_from_dsn(pg18.dsn(), name="default")
         worker = TargetWorker(
             target, exposition, selfmetrics, poll_interval=30, sample_interval=1, timeout=5
         )

@@ -107,6 +107,17 @@ def build_parser() -> argparse.ArgumentParser:
         " the DATA_SOURCE_NAME environment variable",
     )
     source.add_argument("--config", help="YAML file with a list of targets")
+    parser.add_argument(
+        "--target-name",
+        help="the `target` label of the --dsn server (default: its host:port/dbname)",
+    )
+    parser.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an extra label on every series of the --dsn server; repeatable",
+    )
     add_common_flags(parser, poll_default="30s")
     return parser
 
@@ -114,13 +125,28 @@ def build_parser() -> argparse.ArgumentParser:
 def targets_from(args: argparse.Namespace) -> list[Target]:
     try:
         if args.config:
+            if args.target_name is not None or args.label:
+                fail("--target-name and --label are for --dsn; a --config file names its targets")
             return load_config(args.config)
         dsn = args.dsn or os.environ.get("DATA_SOURCE_NAME")
         if not dsn:
             fail("give --dsn, --config, or the DATA_SOURCE_NAME environment variable")
-        return [target_from_dsn(dsn)]
+        return [target_from_dsn(dsn, name=args.target_name, labels=label_flags(args.label))]
     except ConfigError as exc:
         fail(str(exc))
+
+
+def label_flags(flags: list[str]) -> dict[str, str]:
+    """--label NAME=VALUE flags -> labels, checked by the config file's rules later."""
+    labels: dict[str, str] = {}
+    for flag in flags:
+        name, sep, value = flag.partition("=")
+        if not sep:
+            raise ConfigError(f"invalid --label {flag!r}: use NAME=VALUE")
+        if name in labels:
+            raise ConfigError(f"invalid --label {flag!r}: {name} given twice")
+        labels[name] = value
+    return labels
 
 
 def build_demo_parser() -> argparse.ArgumentParser:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pg_aio_exporter.collectors import registry
@@ -21,7 +22,6 @@ from pg_aio_exporter.expose.selfmetrics import LABELS as SELF_METRIC_LABELS
 from pg_aio_exporter.redact import scrub
 
 APPLICATION_NAME = "pg_aio_exporter"
-DEFAULT_TARGET = "default"
 
 # Labels the exporter itself puts on series; extra labels from the config must not shadow them.
 RESERVED_LABELS = frozenset({"target", *registry.labels(), *SELF_METRIC_LABELS})
@@ -41,9 +41,7 @@ class Target:
     @property
     def address(self) -> str:
         """host:port/dbname, safe to log."""
-        params = conninfo_to_dict(self.conninfo)
-        host = params.get("host") or params.get("hostaddr") or "localhost"
-        return f"{host}:{params.get('port') or 5432}/{params.get('dbname') or ''}"
+        return server_address(self.conninfo)
 
     @property
     def password(self) -> str | None:
@@ -94,8 +92,29 @@ def normalize_dsn(dsn: str, *, password: str | None = None) -> str:
     return make_conninfo(dsn, **extra)
 
 
-def target_from_dsn(dsn: str) -> Target:
-    return Target(name=DEFAULT_TARGET, conninfo=normalize_dsn(dsn))
+def server_address(conninfo: str) -> str:
+    """host:port/dbname of the server a DSN reaches, never its password: the DSN's values, else
+    libpq's defaults (PGHOST, PGPORT, PGDATABASE from the environment, dbname = the user)."""
+    params = conninfo_to_dict(conninfo)
+    defaults = {
+        o.keyword.decode(): o.val.decode() for o in pq.Conninfo.get_defaults() if o.val is not None
+    }
+
+    def get(key: str) -> str:
+        return str(params.get(key) or defaults.get(key) or "")
+
+    host = get("host") or get("hostaddr") or "localhost"
+    return f"{host}:{get('port') or 5432}/{get('dbname') or get('user')}"
+
+
+def target_from_dsn(dsn: str, *, name: str | None = None, labels: Any = None) -> Target:
+    """The one target of --dsn. Unnamed, it is called after the server it reaches, so that a
+    fleet of exporters started alike (sidecars, one Deployment per server) never share a name."""
+    conninfo = normalize_dsn(dsn)
+    name = server_address(conninfo) if name is None else name
+    if not name.strip():
+        raise ConfigError("invalid --target-name: empty")
+    return Target(name=name, conninfo=conninfo, labels=_labels(labels, name))
 
 
 def _read_secret_file(path: Any, *, what: str, target: str) -> str:

@@ -32,7 +32,7 @@ def run_demo(options: Options, *, table_mb: int, io_method: str, clients: int) -
             " Ctrl-C to stop)",
             flush=True,
         )
-        asyncio.run(run_exporter([target_from_dsn(server.dsn())], options))
+        asyncio.run(run_exporter([target_from_dsn(server.dsn(), name="demo")], options))
     except KeyboardInterrupt:
         pass
     finally:

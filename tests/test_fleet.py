@@ -1,0 +1,103 @@
+"""Fleets: every exporter started with --dsn names its target after the server it reaches
+(never `default`, never with the password), or as --target-name says, with --label's labels."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from harness import Exporter, labels
+from pg_aio_exporter.config import ConfigError
+from pg_aio_exporter.config.targets import target_from_dsn
+from pg_aio_exporter.demo.server import LocalServer
+
+SECRET = "Fleet-Sekr1t-4242"
+FAST = ("--poll-interval", "1s", "--sample-interval", "200ms")
+
+
+def test_two_dsn_exporters_get_different_stable_names(pg18: LocalServer) -> None:
+    """Two sidecar-like exporters, one per database, and a third with the first one's DSN written
+    as a URI with a password: each target is named host:port/dbname, the same for the same
+    server however the DSN is spelled."""
+    kv = pg18.dsn()
+    uri = f"postgresql://postgres:{SECRET}@127.0.0.1:{pg18.port}/postgres?sslmode=disable"
+    exporters = [
+        Exporter("--dsn", kv, *FAST, target_name=None),
+        Exporter("--dsn", pg18.dsn(dbname="template1"), *FAST, target_name=None),
+        Exporter("--dsn", uri, *FAST, target_name=None),
+    ]
+    try:
+        names = [set(exp.wait_poll()["pg_up"]) for exp in exporters]
+    finally:
+        for exp in exporters:
+            exp.stop()
+    first = labels(target=f"127.0.0.1:{pg18.port}/postgres")
+    assert names == [{first}, {labels(target=f"127.0.0.1:{pg18.port}/template1")}, {first}]
+
+
+def test_target_name_and_labels_from_flags(pg18: LocalServer) -> None:
+    exp = Exporter(
+        "--dsn",
+        pg18.dsn(),
+        "--label",
+        "cluster=payments",
+        "--label",
+        "role=primary",
+        *FAST,
+        target_name="orders-1",
+    )
+    try:
+        samples = exp.wait_poll()
+    finally:
+        exp.stop()
+    assert set(samples["pg_up"]) == {labels(target="orders-1", cluster="payments", role="primary")}
+    sampled = samples["pg_aio_sampler_samples_total"]
+    assert set(sampled) == {labels(target="orders-1", cluster="payments", role="primary")}
+
+
+@pytest.mark.unit
+def test_the_name_follows_libpq_defaults_and_never_holds_the_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PGHOST", "db.from.env")
+    monkeypatch.setenv("PGPORT", "6543")
+    monkeypatch.delenv("PGDATABASE", raising=False)
+    target = target_from_dsn(f"user=monitor password={SECRET}")
+    # libpq's own defaults: host and port from the environment, dbname = the user name.
+    assert target.name == "db.from.env:6543/monitor"
+    named = target_from_dsn(f"postgresql://u:{SECRET}@h1:5433/app", labels={"cluster": "c"})
+    assert named.name == "h1:5433/app" and named.labels == {"cluster": "c"}
+    with pytest.raises(ConfigError, match="reserved"):
+        target_from_dsn("host=h", labels={"target": "x"})
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pg_aio_exporter", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--dsn", "host=h", "--label", "cluster"], "use NAME=VALUE"),
+        (["--dsn", "host=h", "--label", "a=1", "--label", "a=2"], "a given twice"),
+        (["--dsn", "host=h", "--label", "target=x"], "reserved"),
+        (["--dsn", "host=h", "--label", "9x=1"], "invalid label name"),
+        (["--dsn", "host=h", "--target-name", " "], "--target-name"),
+        (["--config", "targets.yaml", "--target-name", "x"], "a --config file names"),
+        (["--config", "targets.yaml", "--label", "a=1"], "a --config file names"),
+    ],
+)
+def test_bad_fleet_flags_are_one_line_errors(args: list[str], needle: str) -> None:
+    result = run(*args)
+    assert result.returncode == 2, result
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("pg-aio-exporter: error: ") and needle in line, line
