@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
+import yaml
 
-from harness import Exporter, labels
+from harness import REPO, Exporter, labels
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import target_from_dsn
 from pg_aio_exporter.demo.server import LocalServer
@@ -101,3 +103,25 @@ def test_bad_fleet_flags_are_one_line_errors(args: list[str], needle: str) -> No
     assert result.returncode == 2, result
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("pg-aio-exporter: error: ") and needle in line, line
+
+
+@pytest.mark.unit
+def test_alert_links_name_a_shipped_dashboard_and_its_variables() -> None:
+    """alerts/params.yaml's dashboard link preselects variables that the dashboard has."""
+    params = yaml.safe_load((REPO / "alerts" / "params.yaml").read_text())
+    boards = {
+        board["uid"]: board["templating"]["list"]
+        for board in (json.loads(p.read_text()) for p in (REPO / "dashboards").glob("*.json"))
+    }
+    assert params["grafana_url"].startswith("http")
+    variables = boards[params["dashboard_uid"]]
+    # The variables that choose servers (listed from pg_up) are exactly those the link sets.
+    server = {v["name"] for v in variables if "label_values(pg_up" in json.dumps(v.get("query"))}
+    assert server >= {"job", "instance", "target"}
+    assert set(params["dashboard_variables"]) == server
+    for path in (REPO / "alerts").glob("*.yml"):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                if "alert" in rule:
+                    url = rule["annotations"]["dashboard_url"]
+                    assert url.startswith(f"{params['grafana_url']}/d/{params['dashboard_uid']}?")
