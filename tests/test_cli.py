@@ -78,6 +78,22 @@ def test_invalid_dsn(dsn: str, needle: str):
         (f"targets:\n  - {{name: a, dsn: 'host=x password={SECRET} oops'}}\n", "target 'a'"),
         ("targets:\n  - {name: a, dsn_file: /nonexistent/dsn}\n", "cannot read dsn_file"),
         ("targets:\n  - {name: a, dsn: host=x, password_file: /nonexistent}\n", "password_file"),
+        ("targets:\n  - {name: a, dsn: host=x, password_command: cat}\n", "list of strings"),
+        ("targets:\n  - {name: a, dsn: host=x, password_command: []}\n", "list of strings"),
+        ("targets:\n  - {name: a, dsn: host=x, password_command: [no-such-helper]}\n", "not found"),
+        (
+            "targets:\n  - {name: a, dsn: host=x, password_command: [cat], password_file: /x}\n",
+            "at most one of",
+        ),
+        (
+            "targets:\n  - {name: a, dsn: host=x, password_command_timeout: 5s}\n",
+            "without password_command",
+        ),
+        (
+            "targets:\n  - {name: a, dsn: host=x, password_command: [cat], "
+            "password_command_timeout: soon}\n",
+            "password_command_timeout",
+        ),
     ],
 )
 def test_malformed_config(tmp_path: Path, text: str, needle: str):

@@ -13,12 +13,24 @@ class UnsupportedServerError(Exception):
     """Connected, but not to a PostgreSQL this exporter can read."""
 
 
+class PasswordSourceError(Exception):
+    """A target's password_file or password_command gave no password: an authentication error,
+    since the server cannot be logged into without one."""
+
+
 _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
     ((UnsupportedServerError,), "unsupported"),
     # LockNotAvailable is lock_timeout firing: the same bounded wait as statement_timeout.
     ((TimeoutError, psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable), "timeout"),
     ((psycopg.errors.InsufficientPrivilege,), "privilege"),
-    ((psycopg.errors.InvalidPassword, psycopg.errors.InvalidAuthorizationSpecification), "auth"),
+    (
+        (
+            PasswordSourceError,
+            psycopg.errors.InvalidPassword,
+            psycopg.errors.InvalidAuthorizationSpecification,
+        ),
+        "auth",
+    ),
 )
 # libpq reports connection failures as text only, without a SQLSTATE.
 _CONNECT_MESSAGES = (
