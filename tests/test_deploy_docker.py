@@ -21,6 +21,7 @@ from deploy_files import (
     compose_binary,
     dockerfile_stages,
     final_stage,
+    health_port,
     listen_port,
     one,
     rule_names,
@@ -86,11 +87,14 @@ def test_cmd_expose_and_healthcheck_agree_on_the_port() -> None:
     entrypoint = one(final, "ENTRYPOINT").exec_form()
     cmd = one(final, "CMD").exec_form()
     assert entrypoint == ["pg-aio-exporter"]
-    port = listen_port(cmd)
+    port, health = listen_port(cmd), health_port(cmd)
+    # The probe asks the plain health listener: it answers whatever TLS or auth the web config
+    # puts on the metrics port (tests/test_web.py runs this very probe against TLS).
+    assert health is not None and health != port
     exposed = {int(p.split("/")[0]) for i in final if i.keyword == "EXPOSE" for p in i.args.split()}
-    assert exposed == {port}
+    assert exposed == {port, health}
     probe = " ".join(one(final, "HEALTHCHECK").exec_form())
-    assert f"127.0.0.1:{port}/healthz" in probe
+    assert f"http://127.0.0.1:{health}/healthz" in probe
 
 
 def test_oci_labels() -> None:
@@ -172,7 +176,9 @@ def test_exporter_is_built_from_the_dockerfile_and_hardened(compose: dict[str, A
     assert exporter["cap_drop"] == ["ALL"]
     assert "no-new-privileges:true" in exporter["security_opt"]
     # The command replaces the image's CMD: it must keep the port the image's HEALTHCHECK uses.
-    assert listen_port(exporter["command"]) == listen_port(one(final_stage(), "CMD").exec_form())
+    image_cmd = one(final_stage(), "CMD").exec_form()
+    assert listen_port(exporter["command"]) == listen_port(image_cmd)
+    assert health_port(exporter["command"]) == health_port(image_cmd), "the HEALTHCHECK's port"
     assert exporter["depends_on"]["postgres"]["condition"] == "service_healthy"
 
 

@@ -18,6 +18,7 @@ from deploy_files import (
     DEPLOY,
     REPO,
     final_stage,
+    health_port,
     listen_port,
     load_yaml_docs,
     one,
@@ -114,12 +115,14 @@ def test_exporter_container_is_hardened_probed_and_bounded(item: tuple[str, Any,
     assert uid == int(one(final_stage(), "USER").args.split(":")[0])
 
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports["metrics"] == listen_port(one(final_stage(), "CMD").exec_form())
+    cmd = one(final_stage(), "CMD").exec_form()
+    assert ports["metrics"] == listen_port(cmd)
+    # Probes ask the image's plain health listener, which a TLS web config does not touch.
+    assert ports["health"] == health_port(cmd)
     for probe in ("livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}, probe
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}, probe
     # The image's CMD (listen address, log format) stays in force: args may only add naming.
     assert "command" not in container
-    cmd = one(final_stage(), "CMD").exec_form()
     args = container.get("args", cmd)
     assert args[: len(cmd)] == cmd, args
     assert all(a.startswith(("--target-name=", "--label=")) for a in args[len(cmd) :]), args

@@ -46,6 +46,12 @@ def add_common_flags(
         help=f"address to serve metrics on (default {listen_default})",
     )
     parser.add_argument(
+        "--web.health-listen-address",
+        dest="health_listen",
+        help="also serve /healthz, and only it, as plain HTTP on this address, for probes"
+        " that cannot speak the web config's TLS or auth (default: none)",
+    )
+    parser.add_argument(
         "--web.config.file",
         dest="web_config",
         help="TLS and basic auth for the endpoints (exporter-toolkit format)",
@@ -78,6 +84,9 @@ def add_common_flags(
 def options_from(args: argparse.Namespace) -> Options:
     try:
         listen = parse_listen_address(args.listen)
+        health = None
+        if args.health_listen:
+            health = parse_listen_address(args.health_listen, flag="--web.health-listen-address")
         poll = parse_duration(args.poll_interval, what="--poll-interval")
         sample = parse_duration(args.sample_interval, what="--sample-interval")
         timeout = parse_duration(args.timeout, what="--timeout")
@@ -90,7 +99,7 @@ def options_from(args: argparse.Namespace) -> Options:
         fail(f"invalid --sample-interval {args.sample_interval!r}: must be within 100ms..60s")
     if not args.metrics_path.startswith("/") or args.metrics_path in ("/", "/healthz"):
         fail(f"invalid --web.telemetry-path {args.metrics_path!r}")
-    return Options(listen, args.metrics_path, poll, sample, timeout, web)
+    return Options(listen, args.metrics_path, poll, sample, timeout, web, health)
 
 
 def build_parser() -> argparse.ArgumentParser:
