@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
@@ -14,6 +12,7 @@ from harness import REPO, Exporter, labels
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import target_from_dsn
 from pg_aio_exporter.demo.server import LocalServer
+from test_cli import assert_config_error, run
 
 SECRET = "Fleet-Sekr1t-4242"
 FAST = ("--poll-interval", "1s", "--sample-interval", "200ms")
@@ -75,16 +74,6 @@ def test_the_name_follows_libpq_defaults_and_never_holds_the_password(
         target_from_dsn("host=h", labels={"target": "x"})
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pg_aio_exporter", *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-
-
 @pytest.mark.unit
 @pytest.mark.parametrize(
     ("args", "needle"),
@@ -99,10 +88,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     ],
 )
 def test_bad_fleet_flags_are_one_line_errors(args: list[str], needle: str) -> None:
-    result = run(*args)
-    assert result.returncode == 2, result
-    (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("pg-aio-exporter: error: ") and needle in line, line
+    assert_config_error(run(*args), needle)
 
 
 @pytest.mark.unit
