@@ -152,3 +152,12 @@ def test_help_states_the_listen_address_actually_used(argv: list[str]):
     result = run(*argv, "--help")
     assert result.returncode == 0
     assert f"(default {used})" in " ".join(result.stdout.split()), result.stdout
+
+
+def test_unknown_collector():
+    assert_config_error(run("--dsn", "host=x", "--no-collector.pg_stat_bogus"), "pg_stat_bogus")
+
+
+@pytest.mark.parametrize("value", ["0s-1", "-0", "0x"])
+def test_sampling_off_is_exactly_zero(value: str):
+    assert_config_error(run("--dsn", "host=x", "--sample-interval", value), "--sample-interval")

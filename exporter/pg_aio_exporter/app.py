@@ -11,10 +11,11 @@ import logging
 import signal
 import socket
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 
 from pg_aio_exporter import __version__
+from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.config.webconfig import WebConfig
@@ -34,6 +35,9 @@ class Options:
     sample_interval: float
     timeout: float
     web: WebConfig
+    # Names of the enabled collectors (collectors/registry.py); a sample_interval of 0 turns
+    # every sample collector off.
+    collectors: frozenset[str] = field(default_factory=lambda: frozenset(registry.names()))
     health_listen: tuple[str, int] | None = None  # a plain /healthz listener of its own
 
 
@@ -47,8 +51,11 @@ def _listen(
         raise ConfigError(f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}") from None
 
 
-async def run_exporter(targets: Sequence[Target], options: Options) -> None:
-    """Serve until cancelled or signalled; ConfigError if the address cannot be bound."""
+async def run_exporter(
+    targets: Sequence[Target], options: Options, ready: Callable[[], None] | None = None
+) -> None:
+    """Serve until cancelled or signalled; ConfigError if the address cannot be bound.
+    `ready` is called once the address is bound."""
     selfmetrics = SelfMetrics()
     exposition = Exposition(selfmetrics)
     host, port = options.listen
@@ -58,10 +65,9 @@ async def run_exporter(targets: Sequence[Target], options: Options) -> None:
             lambda address: serve(address, exposition, targets, options.metrics_path, options.web),
         )
     ]
-    if options.health_listen is not None:
-        servers.append(_listen(options.health_listen, serve_health))
     health = {}
     if options.health_listen is not None:
+        servers.append(_listen(options.health_listen, serve_health))
         health_host, health_port = options.health_listen
         health = {"health_address": f"{health_host or '*'}:{health_port}"}
     log.info(
@@ -73,6 +79,8 @@ async def run_exporter(targets: Sequence[Target], options: Options) -> None:
             "version": __version__,
         },
     )
+    if ready is not None:
+        ready()
     workers = [
         TargetWorker(
             t,
@@ -81,6 +89,7 @@ async def run_exporter(targets: Sequence[Target], options: Options) -> None:
             poll_interval=options.poll_interval,
             sample_interval=options.sample_interval,
             timeout=options.timeout,
+            collectors=options.collectors,
         )
         for t in targets
     ]
