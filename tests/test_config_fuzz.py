@@ -70,6 +70,7 @@ def assert_clean(exc: ConfigError, *secrets: str) -> str:
 @example(("password='Pwunterminated host=x", "Pwunterminated"))
 @example(("postgresql://u:Pwsecret99@h:notaport/db", "Pwsecret99"))
 @example(("host=a port=Pwsecret99 password=Pwsecret99", "Pwsecret99"))
+@example(("host=' password=Pw00000000 host='", "Pw00000000"))  # found by the fuzz: a quoted host
 def test_normalize_dsn_loads_or_fails_cleanly(case: tuple[str, str]):
     dsn, secret = case
     try:

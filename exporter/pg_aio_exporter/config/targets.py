@@ -118,7 +118,8 @@ def server_address(conninfo: str) -> str:
         return str(params.get(key) or defaults.get(key) or "")
 
     host = get("host") or get("hostaddr") or "localhost"
-    return f"{host}:{get('port') or 5432}/{get('dbname') or get('user')}"
+    # A quoted value may hold any text, "password=..." too: scrubbed like any other output.
+    return scrub(f"{host}:{get('port') or 5432}/{get('dbname') or get('user')}", conninfo)
 
 
 def target_from_dsn(dsn: str, *, name: str | None = None, labels: Any = None) -> Target:
