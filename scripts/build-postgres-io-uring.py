@@ -42,7 +42,16 @@ APT_PACKAGES = {  # command or file that shows it is installed -> package
     "/usr/include/liburing.h": "liburing-dev",
     "/usr/include/zlib.h": "zlib1g-dev",
 }
-CONFIGURE = ["--with-liburing", "--without-readline", "--without-icu"]
+CONFIGURE = [
+    "--with-liburing",
+    "--without-readline",
+    "--without-icu",
+    # Binaries find libpq beside them ($ORIGIN/../lib; quoted for make's shell) instead of at
+    # the absolute install path, so that a copy of the tree runs too: the demo and the suite
+    # copy it for the server's OS user when a 0700 home hides the cache from it.
+    "--disable-rpath",
+    "LDFLAGS=-Wl,-rpath,'$$ORIGIN/../lib'",
+]
 # pg_buffercache evicts shared buffers for cold reads in the suite.
 CONTRIB = ["pg_buffercache"]
 
@@ -108,7 +117,7 @@ def install_build_packages() -> None:
 
 
 def build_in(work: Path, version: str, tarball: Path) -> Path:
-    prefix = iouring.CACHE / version
+    prefix = iouring.CACHE / f"{version}+{iouring.RECIPE}"
     log = iouring.CACHE / "build.log"
     say(f"building PostgreSQL {version} with liburing into {prefix} (~7 min, log: {log})")
     with tarfile.open(tarball) as archive:
@@ -124,8 +133,7 @@ def build_in(work: Path, version: str, tarball: Path) -> Path:
         ]
         for step in steps:
             run(step, f"{' '.join(step[:2])} failed, see {log}", cwd=source, out=out)
-    # The tree was configured for its final path (libpq's rpath in psql points there), so
-    # moving the staged copy into place is the last, atomic step.
+    # Moving the staged tree into place is the last, atomic step.
     (stage / prefix.relative_to("/")).rename(prefix)
     return prefix
 

@@ -22,9 +22,7 @@ from harness import REPO, Samples, labels, parse, wait_for
 from pg_aio_exporter.demo import server as demo_server
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir, free_port
 
-BULK = labels(
-    target="default", backend_type="client backend", object="relation", context="bulkread"
-)
+BULK = labels(target="demo", backend_type="client backend", object="relation", context="bulkread")
 
 
 def user_exists(name: str) -> bool:
@@ -111,8 +109,8 @@ def growing_bulkread_reads(url: str) -> Samples:
 def test_demo_with_io_uring(tmp_path: Path):
     with make_demo(tmp_path, "--io-method io_uring") as url:
         scraped = growing_bulkread_reads(url)
-    assert scraped["pg_aio_io_method"][labels(target="default", io_method="io_uring")] == 1
-    assert scraped["pg_aio_io_method"][labels(target="default", io_method="worker")] == 0
+    assert scraped["pg_aio_io_method"][labels(target="demo", io_method="io_uring")] == 1
+    assert scraped["pg_aio_io_method"][labels(target="demo", io_method="worker")] == 0
     assert not [name for name in scraped if name.startswith("pg_aio_io_worker")]
 
 

