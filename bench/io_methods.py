@@ -38,9 +38,9 @@ from psycopg import errors
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from common import load, machine, server_cpu_seconds
+from common import load, machine, server_children, server_cpu_seconds
 
-from harness import Exporter, Samples
+from harness import Exporter, Samples, wait_for
 from iocheck import quiesce
 from pg_aio_exporter.demo import iouring
 from pg_aio_exporter.demo.server import LocalServer
@@ -183,11 +183,14 @@ def measure(
         conn.execute("SELECT pg_buffercache_evict_all()")
     quiesce(server.dsn())
     before = exporter.wait_poll()
+    processes = server_children(server)
     cpu0, t0 = server_cpu_seconds(server), time.monotonic()
     queries = drive(server.dsn(), workload, seconds)
     elapsed = time.monotonic() - t0
-    cpu = server_cpu_seconds(server) - cpu0
     quiesce(server.dsn())  # the clients exited: their I/O statistics are flushed
+    # Their CPU moves to the postmaster's children's total only once it has reaped them.
+    wait_for(lambda: server_children(server) <= processes, 30, "backends to be reaped")
+    cpu = server_cpu_seconds(server) - cpu0
     after = exporter.wait_poll()
     mib = (
         total(after, "pg_stat_io_read_bytes_total") - total(before, "pg_stat_io_read_bytes_total")
