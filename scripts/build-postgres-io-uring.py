@@ -174,29 +174,28 @@ def download_source(work: Path) -> tuple[str, Path]:
     return version.partition(":")[2] or version, tarball
 
 
-def system_archive() -> tuple[str, str | None]:
+def system_archive(etc: Path = Path("/etc")) -> tuple[str, str | None]:
     """URI (and keyring) of the apt source that serves this release's own suite."""
-    codename = os_release().get("VERSION_CODENAME")
+    codename = os_release(etc).get("VERSION_CODENAME")
     if codename is None:
-        raise BuildError("no VERSION_CODENAME in /etc/os-release: not Debian")
-    for uri, suites, keyring in apt_sources():
+        raise BuildError(f"no VERSION_CODENAME in {etc / 'os-release'}: not Debian")
+    for uri, suites, keyring in apt_sources(etc / "apt"):
         if codename in suites:
             return uri, keyring
-    raise BuildError(f"no apt source for {codename} in /etc/apt/sources.list(.d)")
+    raise BuildError(f"no apt source for {codename} in {etc / 'apt'}/sources.list(.d)")
 
 
-def apt_sources() -> list[tuple[str, list[str], str | None]]:
+def apt_sources(apt: Path) -> list[tuple[str, list[str], str | None]]:
     """(uri, suites, keyring) of every enabled `deb` source, one-line and deb822 formats."""
     found: list[tuple[str, list[str], str | None]] = []
-    etc = Path("/etc/apt")
-    for path in [etc / "sources.list", *sorted((etc / "sources.list.d").glob("*.list"))]:
+    for path in [apt / "sources.list", *sorted((apt / "sources.list.d").glob("*.list"))]:
         if path.exists():
             for line in path.read_text().splitlines():
                 words = re.sub(r"\[[^]]*\]", "", line.split("#")[0]).split()
                 if len(words) >= 3 and words[0] == "deb":
                     keyring = re.search(r"signed-by=(\S+?)[\s\]]", line)
                     found.append((words[1], [words[2]], keyring[1] if keyring else None))
-    for path in sorted((etc / "sources.list.d").glob("*.sources")):
+    for path in sorted((apt / "sources.list.d").glob("*.sources")):
         for stanza in re.split(r"\n\s*\n", path.read_text()):
             fields = dict(
                 re.findall(r"^([\w-]+):[ \t]*(.*)$", re.sub(r"(?m)^#.*\n?", "", stanza), re.M)
@@ -208,8 +207,8 @@ def apt_sources() -> list[tuple[str, list[str], str | None]]:
     return found
 
 
-def os_release() -> dict[str, str]:
-    text = Path("/etc/os-release").read_text()
+def os_release(etc: Path) -> dict[str, str]:
+    text = (etc / "os-release").read_text()
     return {key: value.strip('"') for key, value in re.findall(r"^(\w+)=(.*)$", text, re.M)}
 
 

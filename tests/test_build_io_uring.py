@@ -1,0 +1,111 @@
+"""scripts/build-postgres-io-uring.py and demo/iouring.py, the parts that are pure logic: which
+archive the machine's apt sources name, what counts as a finished build, and the one-line
+refusal when the kernel forbids io_uring. (The build itself runs in `make test`.)"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from harness import REPO
+from pg_aio_exporter.demo import iouring
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(scope="module")
+def script() -> ModuleType:
+    path = REPO / "scripts" / "build-postgres-io-uring.py"
+    spec = importlib.util.spec_from_file_location("build_postgres_io_uring", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def etc(tmp_path: Path, codename: str, sources: dict[str, str]) -> Path:
+    (tmp_path / "os-release").write_text(f'PRETTY_NAME="Debian"\nVERSION_CODENAME={codename}\n')
+    (tmp_path / "apt" / "sources.list.d").mkdir(parents=True)
+    for name, text in sources.items():
+        (tmp_path / "apt" / name).write_text(text)
+    return tmp_path
+
+
+def test_the_archive_of_the_systems_own_suite_deb822(script: ModuleType, tmp_path: Path):
+    sources = (
+        "Types: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\nComponents: main\n"
+        "\n"
+        "# a comment line\n"
+        "Types: deb\nURIs: http://off.example/debian\nSuites: bookworm\nEnabled: no\n"
+        "\n"
+        "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\n"
+        "Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+        "\n"
+        "Types: deb\nURIs: http://security.example/debian-security\n"
+        "Suites: bookworm-security\nComponents: main\n"
+    )
+    found = script.system_archive(
+        etc(tmp_path, "bookworm", {"sources.list.d/debian.sources": sources})
+    )
+    assert found == (
+        "http://mirror.example/debian",
+        "/usr/share/keyrings/debian-archive-keyring.gpg",
+    )
+
+
+def test_the_archive_of_the_systems_own_suite_one_line(script: ModuleType, tmp_path: Path):
+    sources = (
+        "deb http://security.example/debian-security bookworm-security main\n"
+        "# deb http://old.example/debian bookworm main\n"
+        "deb-src http://src.example/debian bookworm main\n"
+        "deb [arch=amd64 signed-by=/etc/k.gpg] http://mirror.example/debian bookworm main\n"
+    )
+    found = script.system_archive(etc(tmp_path, "bookworm", {"sources.list": sources}))
+    assert found == ("http://mirror.example/debian", "/etc/k.gpg")
+
+
+def test_no_source_for_the_suite_is_one_line(script: ModuleType, tmp_path: Path):
+    root = etc(tmp_path, "noble", {"sources.list": "deb http://x.example/debian bookworm main\n"})
+    with pytest.raises(script.BuildError) as raised:
+        script.system_archive(root)
+    assert str(raised.value).startswith("no apt source for noble in ")
+    assert "\n" not in str(raised.value)
+
+
+def test_a_kernel_that_forbids_io_uring_stops_the_build_in_one_line(
+    script: ModuleType,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+):
+    sysctl = tmp_path / "io_uring_disabled"
+    sysctl.write_text("2\n")
+    monkeypatch.setattr(iouring, "SYSCTL", sysctl)
+    monkeypatch.setattr(iouring, "CACHE", tmp_path / "cache")  # nothing may be created
+    assert script.main() == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        "build-postgres-io-uring: io_method=io_uring cannot run on this machine:"
+        " io_uring is disabled by the kernel (kernel.io_uring_disabled = 2)\n"
+    )
+    assert not (tmp_path / "cache").exists()
+    with pytest.raises(iouring.IoUringUnavailable, match=r"kernel\.io_uring_disabled = 2"):
+        iouring.bin_dir()
+
+
+def test_only_finished_builds_of_this_recipe_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(iouring, "CACHE", tmp_path)
+    monkeypatch.setattr(iouring, "kernel_refusal", lambda: None)
+    with pytest.raises(iouring.IoUringUnavailable, match=r"build-postgres-io-uring\.py"):
+        iouring.bin_dir()
+    (tmp_path / ".build-x1y2" / "stage").mkdir(parents=True)  # a half-built tree
+    (tmp_path / "18.6-1").mkdir()  # built another way, by an older script
+    (tmp_path / "build.log").write_text("")
+    with pytest.raises(iouring.IoUringUnavailable):
+        iouring.bin_dir()
+    (tmp_path / f"18.6-3+{iouring.RECIPE}").mkdir()
+    assert iouring.bin_dir() == tmp_path / f"18.6-3+{iouring.RECIPE}" / "bin"
