@@ -4,25 +4,24 @@
     python dashboards/generate.py --check   # exit 1 when the committed JSON is stale
 
 The JSON files are what users import and what deploy/ provisions; this file is their source.
-Panels compute the recording rules' formulas (taken from alerts/generate.py, so both read the
-same PromQL) over Grafana's $__rate_interval instead of reading the rules' fixed windows: they
-hold at any scrape interval (set it as the data source's scrape interval) and need no rules
-loaded. Every query carries the rules' selector (alerts/params.yaml), so another exporter's
-series of the same names never show.
+Panels compute the recording rules' formulas (alerts/promql.py: both read the same PromQL) over
+Grafana's $__rate_interval instead of reading the rules' fixed windows: they hold at any scrape
+interval (set it as the data source's scrape interval) and need no rules loaded. Every query
+carries the rules' selector (alerts/params.yaml), so another exporter's series of the same names
+never show.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+import yaml
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.builders import prometheus, stat, statetimeline, table, timeseries
 from grafana_foundation_sdk.builders.common import (
@@ -38,30 +37,22 @@ from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 HERE = Path(__file__).resolve().parent
+RULES = HERE.parent / "alerts"
+sys.path.insert(0, str(RULES))
+
+import promql  # noqa: E402  (alerts/ is not a package: the rules' formulas, shared)
+
 OVERVIEW_FILE = HERE / "pg-aio-overview.json"
 COMPARISON_FILE = HERE / "pg-aio-comparison.json"
 
-
-def _load_rules() -> ModuleType:
-    # alerts/ is not a package: its generator is a standalone script users run.
-    path = HERE.parent / "alerts" / "generate.py"
-    spec = importlib.util.spec_from_file_location("pg_aio_rules", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while defining
-    spec.loader.exec_module(module)
-    return module
-
-
-rules = _load_rules()
 
 DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 COMPARE_OFFSETS = ("1d", "7d", "30d")
 MIB = 1048576
 
 # Every series of ours: the shipped rules' selector (target!="" keeps other exporters out).
-OURS = rules.load_params()["selector"]
-T = rules.matchers(OURS, 'target=~"$target"')
+OURS = yaml.safe_load((RULES / "params.yaml").read_text())["selector"]
+T = promql.matchers(OURS, 'target=~"$target"')
 # Matchers on pg_stat_io's row labels.
 ROW_LABELS = ('backend_type=~"$backend_type"', 'object=~"$object"', 'context=~"$context"')
 ROW_LEGEND = "{{target}} {{backend_type}} / {{object}} / {{context}}"
@@ -70,16 +61,16 @@ BACKEND = 'backend_type=~"$backend_type"'
 IO_WAITS = (BACKEND, 'wait_event_type="IO"')
 QUEUE_WAITS = (BACKEND, 'wait_event="AioWorkerSubmissionQueue"')
 # The formulas over Grafana's rate interval (at least 4 scrapes), now and $offset ago.
-NOW = rules.Scope(T, "$__rate_interval")
-EARLIER = rules.Scope(T, "$__rate_interval", offset="$offset")
+NOW = promql.Scope(T, "$__rate_interval")
+EARLIER = promql.Scope(T, "$__rate_interval", offset="$offset")
 OVER = "over the rate interval"
 
 
 def io_figure(name: str, scope: Any = NOW, *, per_target: bool = False, scale: int = 1) -> str:
-    """A pg_stat_io read figure (alerts/generate.py IO_FORMULAS) per row chosen with the
+    """A pg_stat_io read figure (alerts/promql.py io_formulas) per row chosen with the
     variables or, `per_target`, summed over all of a target's rows."""
     row = () if per_target else ROW_LABELS
-    expr: str = rules.io_formulas(scope, *row, per_target=per_target)[name].expr
+    expr: str = promql.io_formulas(scope, *row, per_target=per_target)[name].expr
     return f"(\n{expr}\n) * {scale}" if scale != 1 else expr
 
 
@@ -715,7 +706,7 @@ def overview_panels(g: Grid) -> list[Any]:
                 [
                     Q(
                         f"sum by (target, wait_event_type, wait_event) "
-                        f"({rules.active_sessions(NOW, BACKEND).expr})",
+                        f"({promql.active_sessions(NOW, BACKEND).expr})",
                         "{{target}} {{wait_event_type}} / {{wait_event}}",
                     )
                 ],
@@ -735,12 +726,12 @@ def overview_panels(g: Grid) -> list[Any]:
                 [
                     Q(
                         "sum by (target, backend_type, wait_event) "
-                        f"({rules.active_sessions(NOW, *IO_WAITS).expr})",
+                        f"({promql.active_sessions(NOW, *IO_WAITS).expr})",
                         "{{target}} {{backend_type}} {{wait_event}}",
                     ),
                     Q(
                         "sum by (target, backend_type, wait_event) "
-                        f"({rules.active_sessions(NOW, *QUEUE_WAITS).expr})",
+                        f"({promql.active_sessions(NOW, *QUEUE_WAITS).expr})",
                         "{{target}} {{backend_type}} {{wait_event}}",
                     ),
                 ],
@@ -757,7 +748,7 @@ def overview_panels(g: Grid) -> list[Any]:
                 "(as pg_aio:io_worker_utilization). Near 100% together with "
                 "AioWorkerSubmissionQueue waits: raise io_workers. Low while clients wait on "
                 "AioIoCompletion: the storage is slow, not the pool.",
-                [Q(rules.io_worker_utilization(NOW).expr, "{{target}}")],
+                [Q(promql.io_worker_utilization(NOW).expr, "{{target}}")],
                 "percentunit",
                 maximum=1,
                 threshold=0.9,
@@ -791,7 +782,7 @@ def overview_panels(g: Grid) -> list[Any]:
                 "x sessions means backends queue I/O faster than storage completes it. On fast "
                 "storage handles complete between samples and depth stays near 0.",
                 [
-                    Q(rules.in_flight_depth(NOW).expr, "{{target}} {{state}} {{operation}}"),
+                    Q(promql.in_flight_depth(NOW).expr, "{{target}} {{state}} {{operation}}"),
                     Q(f"pg_aio_in_flight_max{{{T}}}", "{{target}} max {{operation}}"),
                 ],
                 "none",
@@ -874,7 +865,7 @@ def overview_panels(g: Grid) -> list[Any]:
 @dataclass(frozen=True)
 class Figure:
     title: str
-    formula: str  # an IO_FORMULAS name of alerts/generate.py
+    formula: str  # a name of alerts/promql.py io_formulas
     unit: str
     what: str
     scale: int = 1
@@ -961,7 +952,7 @@ def _change(fig: Figure) -> stat.Panel:
     # The figure over the whole dashboard range against the same range earlier: one number per
     # target that says "n% higher than before", the upgrade question answered at a glance.
     now, earlier = (
-        io_figure(fig.formula, rules.Scope(T, "$__range", offset=offset), per_target=True)
+        io_figure(fig.formula, promql.Scope(T, "$__range", offset=offset), per_target=True)
         for offset in ("", "$offset")
     )
     worse_up = fig.formula in {"read_latency_seconds", "read_seconds_per_byte"}
@@ -1049,8 +1040,8 @@ def comparison_panels(g: Grid) -> list[Any]:
                 "io worker utilisation",
                 "Share of samples in which io workers were busy.",
                 (
-                    rules.io_worker_utilization(NOW).expr,
-                    rules.io_worker_utilization(EARLIER).expr,
+                    promql.io_worker_utilization(NOW).expr,
+                    promql.io_worker_utilization(EARLIER).expr,
                 ),
                 "percentunit",
                 "{{target}}",
@@ -1064,8 +1055,8 @@ def comparison_panels(g: Grid) -> list[Any]:
                 "Sessions waiting on I/O",
                 "Average sessions in IO wait events (all backend types, io workers included).",
                 (
-                    f"sum by (target) ({rules.active_sessions(NOW, *IO_WAITS).expr})",
-                    f"sum by (target) ({rules.active_sessions(EARLIER, *IO_WAITS).expr})",
+                    f"sum by (target) ({promql.active_sessions(NOW, *IO_WAITS).expr})",
+                    f"sum by (target) ({promql.active_sessions(EARLIER, *IO_WAITS).expr})",
                 ),
                 "none",
                 "{{target}}",

@@ -13,7 +13,9 @@ dest=$cache/prometheus-$version
 log=$cache/prometheus-$version.log
 
 fail() {
-    echo "cannot build Prometheus $version for the tests: $* (log: $log)" >&2
+    local where=""
+    [ -s "$log" ] && where=" (log: $log)"
+    echo "cannot build Prometheus $version for the tests: $*$where" >&2
     exit 1
 }
 
@@ -32,8 +34,12 @@ trap 'rm -rf "$work"' EXIT
 : >"$log"
 # An older local Go fetches the toolchain the module asks for (through the module proxy).
 export GOTOOLCHAIN=auto GOFLAGS=-buildvcs=false
-src=$(go mod download -json "$module" 2>>"$log" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') ||
+# Its JSON answer names the module's directory, or says why there is none.
+go mod download -json "$module" >"$work/module.json" 2>>"$log" || {
+    cat "$work/module.json" >>"$log"
     fail "go mod download $module failed"
+}
+src=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' "$work/module.json")
 [ -n "$src" ] || fail "go mod download $module gave no directory"
 # The module cache is read-only and the build writes into the tree: build a writable copy.
 cp -r "$src" "$work/src"

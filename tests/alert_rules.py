@@ -13,7 +13,9 @@ GENERATOR = Path(__file__).resolve().parents[1] / "alerts" / "generate.py"
 
 @functools.cache
 def load_generator() -> ModuleType:
-    # alerts/ is not a package: the generator is a standalone script users run.
+    # alerts/ is not a package: the generator is a standalone script users run, which imports
+    # promql.py from its own directory.
+    sys.path.insert(0, str(GENERATOR.parent))
     spec = importlib.util.spec_from_file_location("generate", GENERATOR)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
