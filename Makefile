@@ -27,7 +27,7 @@ unit: $(STAMP)
 system-deps:
 	scripts/system-deps.sh
 
-# Prometheus 3.5 + promtool for the tests that run on 2.x and 3.x: built once (about 3 minutes
+# Prometheus 3.5 + promtool for the tests that run on 2.x and 3.x: built once (3-5 minutes
 # on 2 cores) and cached under ~/.cache/pg_aio_exporter/.
 prometheus3:
 	scripts/prometheus3.sh >/dev/null

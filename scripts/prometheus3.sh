@@ -3,7 +3,7 @@
 # No Debian package ships 3.x, so both are built from the Go module proxy (module version
 # v0.305.0 is Prometheus 3.5.0; `go install` refuses it: its go.mod has replace directives)
 # and cached outside the clone, where every checkout and CI run on this machine shares them.
-# Building takes about 3 minutes on 2 cores, once. Prints the directory holding the binaries.
+# Building takes 3-5 minutes on 2 cores, once. Prints the directory holding the binaries.
 set -euo pipefail
 
 version=3.5.0
@@ -22,7 +22,7 @@ fail() {
 built() { [ -x "$dest/prometheus" ] && [ -x "$dest/promtool" ]; }
 
 built && { echo "$dest"; exit 0; }
-command -v go >/dev/null || fail "no Go toolchain on PATH (Go >= 1.23 needed, https://go.dev/dl)"
+command -v go >/dev/null || fail "no Go toolchain on PATH (Go 1.21 or later, https://go.dev/dl)"
 mkdir -p "$cache"
 # Checkouts building at the same moment wait for the first one instead of building twice.
 exec 9>"$cache/prometheus-$version.lock"
