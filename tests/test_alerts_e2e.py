@@ -222,6 +222,7 @@ def test_alerts_follow_storage_from_fast_to_slow_and_back(stack: Stack) -> None:
 
 # 8 kB reads at 8 ms each, one at a time: the badly throttled volume of docs/alerts.md.
 FROM_START_DELAY_US = 8000
+STORAGE_ALERTS = SLOW_ALERTS - {"PgAioWorkerPoolSaturated"}
 
 
 def test_storage_slow_from_the_first_second_alerts(tmp_path: Path) -> None:
@@ -240,9 +241,7 @@ def test_storage_slow_from_the_first_second_alerts(tmp_path: Path) -> None:
         targets = [{"name": name, "dsn": server.dsn()} for name, server in servers.items()]
         config.write_text(yaml.safe_dump({"targets": targets}))
         workloads = [Workload(s.dsn(), clients=2, pause=0.1).start() for s in servers.values()]
-        exporter = Exporter(
-            "--config", str(config), "--poll-interval", "1s", "--sample-interval", "200ms"
-        )
+        exporter = Exporter("--config", str(config), "--poll-interval", "1s")
         proms = start_prometheus(exporter, RULE_FILES)
         watched_since = time.monotonic()
         pending_after: dict[str, float] = {}
@@ -250,7 +249,15 @@ def test_storage_slow_from_the_first_second_alerts(tmp_path: Path) -> None:
         def slow_alerted_normal_quiet() -> bool:
             for version, prom in proms.items():
                 alerts = prom.alerts()
-                normal = [a for a in alerts if a["labels"].get("target") == "normal"]
+                # The alerts on storage speed. The pool's and the exporter's own are not about
+                # it: one io worker feeding two scans can be busy on fast storage too, and a
+                # sampler can overrun on a loaded machine.
+                normal = [
+                    a
+                    for a in alerts
+                    if a["labels"].get("target") == "normal"
+                    and a["labels"]["alertname"] in STORAGE_ALERTS
+                ]
                 assert normal == [], f"Prometheus {version}: alert under a normal load: {normal}"
                 if any(
                     a["labels"]["alertname"] == "PgAioReadLatencyHigh"
