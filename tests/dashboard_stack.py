@@ -59,8 +59,16 @@ def aio_stack(
     exporter = None
     proms: dict[str, Prometheus] = {}
     try:
+        # An extra label, as a fleet has: the dashboards' variable for it must list a value.
         exporter = Exporter(
-            "--dsn", dsn, "--poll-interval", poll_interval, "--sample-interval", "200ms"
+            "--dsn",
+            dsn,
+            "--label",
+            "cluster=e2e",
+            "--poll-interval",
+            poll_interval,
+            "--sample-interval",
+            "200ms",
         )
         for version in versions:
             proms[version] = Prometheus(

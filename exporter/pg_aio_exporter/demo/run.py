@@ -35,11 +35,12 @@ def run_demo(options: Options, *, table_mb: int, io_method: str, clients: int) -
                 flush=True,
             )
 
-        asyncio.run(run_exporter([target_from_dsn(server.dsn())], options, ready=serving))
+        target = target_from_dsn(server.dsn(), name="demo")
+        asyncio.run(run_exporter([target], options, ready=serving))
     except KeyboardInterrupt:
         pass
     finally:
         if workload is not None:
             workload.stop()
-        server.destroy()
+        server.destroy(remove_created_user=True)
         log.info("demo stopped, temp dir removed")

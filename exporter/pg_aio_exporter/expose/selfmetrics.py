@@ -2,9 +2,9 @@
 
 Labelled counters, gauges and histograms with the call surface of prometheus_client's
 (`.labels(...).inc()`, `.set()`, `.observe()`) and the same exposition text, but each child
-keeps its rendered lines until it changes: with 100 targets these are 6000 lines, in a body
-assembled once a second. The body is a list of chunks (exposition.py), so each child's
-text is its only copy. Only the event loop touches them (workers update, the render task
+keeps its rendered lines until it changes: there are dozens per target, and a large body is
+assembled every second. The body is a list of chunks (exposition.py), so each child's text is
+its only copy. Only the event loop touches them (workers update, the render task
 reads), so there are no locks.
 """
 
@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 
 from pg_aio_exporter import __version__
 from pg_aio_exporter.expose.metricset import header, number, series, value
+from pg_aio_exporter.poll.errors import KINDS
 
 # Every label name of the exporter's own series (a target's extra labels must not shadow them).
 LABELS = ("collector", "kind", "le", "python_version", "target", "version")
@@ -177,8 +178,7 @@ class SelfMetrics:
         )
         self.poll_errors = Counter(
             "pg_aio_exporter_poll_errors",
-            "Failed polls and samples by collector and kind"
-            " (connection, auth, timeout, privilege, query).",
+            f"Failed polls and samples by collector and kind ({', '.join(KINDS)}).",
             ("target", "collector", "kind"),
         )
         self.last_poll_success = Gauge(
