@@ -69,9 +69,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/server_cost.py
 
-# Regenerate alerts/*.yml and the tables of docs/alerts.md from alerts/params.yaml.
+# Regenerate every file that derives from alerts/params.yaml: alerts/*.yml, the tables of
+# docs/alerts.md, and the PrometheusRule of deploy/kubernetes that wraps alerts/*.yml.
 rules: $(STAMP)
 	$(BIN)/python alerts/generate.py
+	$(BIN)/python deploy/kubernetes/generate_prometheusrule.py
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache
