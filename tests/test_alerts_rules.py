@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -144,6 +145,15 @@ def test_alerts_carry_severity_text_and_a_runbook_section() -> None:
         assert notes["runbook_url"].endswith(f"docs/runbooks.md#{name.lower()}")
         assert name in headings, f"docs/runbooks.md has no section for {name}"
     assert headings == {a["alert"] for a in alerts}, "runbook sections for unknown alerts"
+
+
+def test_runbook_links_resolve_where_the_docs_ship_with_the_rules() -> None:
+    """The default runbook_url is relative to where this tree's docs/ is served, so it names a
+    file that exists, not an address that may not."""
+    for alert in rules("alert"):
+        link = urllib.parse.urlsplit(alert["annotations"]["runbook_url"])
+        assert not link.scheme and not link.netloc, link
+        assert (REPO / link.path).is_file(), link
 
 
 def test_latency_regression_reads_latency_per_byte() -> None:
