@@ -149,8 +149,8 @@ def test_refused_at_start_exactly_when_libpq_refuses(keyword: str, value: str):
 
 
 def libpq_versions_differ(keyword: str, value: str) -> bool:
-    """Integers libpq 16 (psycopg-binary 3.2.1, the lowest allowed) and 18 judge differently,
-    which the exporter leaves to libpq: empty (16: unset), with blanks around (18 takes them),
+    """Integers libpq 16 (measured with psycopg-binary 3.2.1) and 18 judge differently, which
+    the exporter leaves to libpq: empty (16: unset), with blanks around (18 takes them),
     beyond a C int (16 takes it)."""
     if keyword not in libpq.INTEGERS:
         return False
