@@ -215,11 +215,11 @@ def from_json(doc: Mapping[str, Any]) -> Summary:
     window, server, activity = doc["window"], doc["server"], doc["activity"]
     started = _epoch(window["started_at"])
     return Summary(
-        target=str(doc["target"]),
+        target=_text(doc, "target")[0],
         started_at=started,
         ended_at=started + float(window["duration_seconds"]),
         server=ServerFacts(
-            version=str(server["version"]),
+            version=_text(server, "version")[0],
             version_num=int(server["version_num"]),
             settings={str(k): float(v) for k, v in server["settings"].items()},
             io_method=None if server["io_method"] is None else str(server["io_method"]),
