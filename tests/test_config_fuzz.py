@@ -16,7 +16,8 @@ import yaml
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from pg_aio_exporter.config import ConfigError, Target, load_config, normalize_dsn, parse_duration
+from pg_aio_exporter.config import ConfigError
+from pg_aio_exporter.config.targets import Target, load_config, normalize_dsn, parse_duration
 
 pytestmark = pytest.mark.unit
 

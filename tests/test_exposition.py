@@ -8,9 +8,9 @@ import gzip
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pg_aio_exporter.exposition import EAGER_BYTES, WRITE_BATCH_BYTES, Exposition
-from pg_aio_exporter.metricset import MetricSet
-from pg_aio_exporter.selfmetrics import SelfMetrics
+from pg_aio_exporter.expose.exposition import EAGER_BYTES, WRITE_BATCH_BYTES, Exposition
+from pg_aio_exporter.expose.metricset import MetricSet
+from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 
 pytestmark = pytest.mark.unit
 ROWS = 200  # per target and family: about 15 kB of text per family

@@ -9,8 +9,8 @@ import time
 import psycopg
 import pytest
 
-from pg_aio_exporter.errors import error_kind
-from pg_aio_exporter.session import CANCEL_GRACE, client_timeout
+from pg_aio_exporter.poll.errors import error_kind
+from pg_aio_exporter.poll.session import CANCEL_GRACE, client_timeout
 
 pytestmark = pytest.mark.unit
 

@@ -8,13 +8,14 @@ import logging
 import psycopg
 import pytest
 
+from pg_aio_exporter.collectors.intervals import ReadCounters, Snapshot, interval_reads
 from pg_aio_exporter.collectors.settings import setting_value
-from pg_aio_exporter.config import ConfigError, parse_duration
-from pg_aio_exporter.errors import UnsupportedServerError, error_kind
-from pg_aio_exporter.intervals import ReadCounters, Snapshot, interval_reads
+from pg_aio_exporter.config import ConfigError
+from pg_aio_exporter.config.targets import parse_duration
 from pg_aio_exporter.logs import JsonFormatter, LogfmtFormatter
+from pg_aio_exporter.poll.errors import UnsupportedServerError, error_kind
+from pg_aio_exporter.poll.worker import next_tick
 from pg_aio_exporter.redact import scrub
-from pg_aio_exporter.worker import next_tick
 
 pytestmark = pytest.mark.unit
 KEY = ("client backend", "relation", "bulkread")

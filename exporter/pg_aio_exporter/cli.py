@@ -1,4 +1,4 @@
-"""Command line: flags -> targets -> workers + HTTP server, until SIGINT/SIGTERM.
+"""Command line: flags -> targets and options, handed to the app (or the demo).
 
 Bad configuration exits 2 with one line on stderr. Runtime faults (server down, wrong password)
 never exit: they show up as pg_up 0 and error counters.
@@ -8,38 +8,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import logging
 import os
-import signal
-import socket
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import NoReturn
 
 from pg_aio_exporter import __version__, logs
-from pg_aio_exporter.config import (
-    ConfigError,
-    Target,
-    load_config,
-    parse_duration,
-    target_from_dsn,
-)
-from pg_aio_exporter.exposition import Exposition
-from pg_aio_exporter.selfmetrics import SelfMetrics
-from pg_aio_exporter.web import parse_listen_address, serve
-from pg_aio_exporter.webconfig import WebConfig, load_web_config
-from pg_aio_exporter.worker import TargetWorker
+from pg_aio_exporter.app import Options, run_exporter
+from pg_aio_exporter.config import ConfigError
+from pg_aio_exporter.config.targets import Target, load_config, parse_duration, target_from_dsn
+from pg_aio_exporter.config.webconfig import WebConfig, load_web_config
+from pg_aio_exporter.web.server import parse_listen_address
 
 PROG = "pg-aio-exporter"
 MIN_SAMPLE, MAX_SAMPLE = 0.1, 60.0
 MAX_TIMEOUT = 600.0  # statement_timeout is an int of milliseconds; no poll needs minutes
 DEFAULT_LISTEN = ":9188"  # postgres_exporter owns 9187; the two often run side by side
-log = logging.getLogger("pg_aio_exporter")
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         fail(message)
 
@@ -47,16 +34,6 @@ class _Parser(argparse.ArgumentParser):
 def fail(message: str) -> NoReturn:
     print(f"{PROG}: error: {message}", file=sys.stderr)
     sys.exit(2)
-
-
-@dataclass(frozen=True)
-class Options:
-    listen: tuple[str, int]
-    metrics_path: str
-    poll_interval: float
-    sample_interval: float
-    timeout: float
-    web: WebConfig
 
 
 def add_common_flags(parser: argparse.ArgumentParser, *, poll_default: str) -> None:
@@ -115,7 +92,7 @@ def options_from(args: argparse.Namespace) -> Options:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = Parser(
         prog=PROG,
         description="Prometheus exporter for PostgreSQL asynchronous I/O (pg_stat_io, AIO"
         " settings). Run '%(prog)s demo' for a self-contained demonstration.",
@@ -144,57 +121,40 @@ def targets_from(args: argparse.Namespace) -> list[Target]:
         fail(str(exc))
 
 
-async def run_exporter(targets: Sequence[Target], options: Options) -> None:
-    """Serve until cancelled or signalled."""
-    selfmetrics = SelfMetrics()
-    exposition = Exposition(selfmetrics)
-    host, port = options.listen
-    try:
-        server = serve((host, port), exposition, targets, options.metrics_path, options.web)
-    except (OSError, socket.gaierror) as exc:
-        fail(f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}")
-    log.info(
-        "listening",
-        extra={"address": f"{host or '*'}:{port}", "targets": len(targets), "version": __version__},
+def build_demo_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog=f"{PROG} demo",
+        description="Run PostgreSQL 18 with a read workload and the exporter on it.",
     )
-    workers = [
-        TargetWorker(
-            t,
-            exposition,
-            selfmetrics,
-            poll_interval=options.poll_interval,
-            sample_interval=options.sample_interval,
-            timeout=options.timeout,
-        )
-        for t in targets
-    ]
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    tasks = [asyncio.create_task(w.run(), name=w.target.name) for w in workers]
-    tasks.append(asyncio.create_task(exposition.run(), name="render"))
-    try:
-        await stop.wait()
-    finally:
-        for task in tasks:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*tasks, return_exceptions=True)
-        server.shutdown()
-        server.server_close()
-        log.info("stopped")
+    add_common_flags(parser, poll_default="5s")
+    parser.set_defaults(listen="127.0.0.1:9188")
+    parser.add_argument(
+        "--table-mb",
+        type=int,
+        default=128,
+        help="size of the scanned table (default 128, 8x shared_buffers)",
+    )
+    parser.add_argument("--io-method", choices=("worker", "sync"), default="worker")
+    parser.add_argument("--clients", type=int, default=2, help="workload connections")
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["demo"]:
-        from pg_aio_exporter.demo.run import main as demo_main  # noqa: PLC0415
-
-        return demo_main(argv[1:])
-    args = build_parser().parse_args(argv)
-    targets = targets_from(args)
+    demo = argv[:1] == ["demo"]
+    args = build_demo_parser().parse_args(argv[1:]) if demo else build_parser().parse_args(argv)
+    targets = [] if demo else targets_from(args)
     options = options_from(args)
     logs.setup(args.log_level, args.log_format)
-    asyncio.run(run_exporter(targets, options))
+    try:
+        if demo:
+            from pg_aio_exporter.demo.run import run_demo  # noqa: PLC0415 (the demo extra)
+
+            run_demo(
+                options, table_mb=args.table_mb, io_method=args.io_method, clients=args.clients
+            )
+        else:
+            asyncio.run(run_exporter(targets, options))
+    except ConfigError as exc:
+        fail(str(exc))
     return 0

@@ -1,4 +1,4 @@
-"""pg_stat_activity, sampled: what every process is doing right now, grouped on the server.
+"""pg_stat_activity, sampled: what every process is doing, and how busy the io workers are.
 
 Classification ("doing work") follows Active Session History: an active client backend counts
 whatever it waits on (no wait = on CPU); a background process counts unless it sits in its idle
@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pg_aio_exporter.collectors import Row
+from pg_aio_exporter.collectors.base import Row
+from pg_aio_exporter.expose.metricset import MetricSet
+from pg_aio_exporter.versions import PG10, PG18
 
 # Grouping on the server keeps the reply small and constant: its size depends on the variety
 # of states, not on the number of sessions.
@@ -33,6 +35,7 @@ class ActivitySample:
     io_workers: int = 0
     io_workers_busy: int = 0
     hidden: int = 0  # processes whose details this role may not see (no pg_monitor)
+    background_seen: bool = False  # any background process visible: io workers would be too
 
 
 def is_working(backend_type: str, state: str | None, wait_event_type: str | None) -> bool:
@@ -57,6 +60,8 @@ def classify(rows: list[Row]) -> ActivitySample:
         if backend_type is None or (backend_type == CLIENT and state is None):
             sample.hidden += count
             continue
+        if backend_type != CLIENT:
+            sample.background_seen = True
         if backend_type == IO_WORKER:
             sample.io_workers += count
             if is_io_worker_busy(wait_type, wait):
@@ -64,3 +69,75 @@ def classify(rows: list[Row]) -> ActivitySample:
         if is_working(backend_type, state, wait_type):
             sample.working[(backend_type, wait_type or CPU, wait or CPU)] += count
     return sample
+
+
+@dataclass
+class _Window:
+    busy: int = 0
+    slots: int = 0  # io workers seen, summed over samples
+
+
+class ActivityCollector:
+    name = "activity"
+    since = PG10
+    labels = ("backend_type", "wait_event_type", "wait_event")
+
+    def __init__(self) -> None:
+        self.wait_events: Counter[WaitKey] = Counter()
+        self.io_workers: int | None = None  # None until io workers could be seen (PG 18+)
+        self.busy = 0
+        self.utilization: float | None = None
+        self._window = _Window()
+
+    def query(self, version_num: int) -> str | None:
+        return SQL
+
+    def observe(self, rows: list[Row], version_num: int) -> str | None:
+        seen = classify(rows)
+        self.wait_events.update(seen.working)
+        # io workers exist from 18 on, and are counted only when this role sees background
+        # processes: without pg_monitor they are hidden, and 0 would be a lie.
+        if version_num >= PG18 and seen.background_seen:
+            self.io_workers = seen.io_workers
+            self.busy += seen.io_workers_busy
+            self._window.busy += seen.io_workers_busy
+            self._window.slots += seen.io_workers
+        if seen.hidden:
+            return f"{seen.hidden} processes hidden from this role: grant it pg_monitor"
+        return None
+
+    def roll_window(self) -> None:
+        window, self._window = self._window, _Window()
+        if self.io_workers is not None:
+            self.utilization = window.busy / window.slots if window.slots else None
+
+    def collect_counters(self, out: MetricSet) -> None:
+        for (backend_type, wait_type, wait), count in sorted(self.wait_events.items()):
+            out.counter(
+                "pg_aio_wait_event_samples",
+                "Sampled processes doing work, by wait event (CPU = no wait);"
+                " rate / rate(samples) = average active sessions.",
+                count,
+                backend_type=backend_type,
+                wait_event_type=wait_type,
+                wait_event=wait,
+            )
+        if self.io_workers is not None:
+            out.counter(
+                "pg_aio_io_worker_busy_samples",
+                "Sum over io workers of samples where the worker was not idle.",
+                self.busy,
+            )
+
+    def collect_gauges(self, out: MetricSet) -> None:
+        if self.io_workers is None:
+            return
+        out.gauge(
+            "pg_aio_io_workers", "io worker processes seen in the last sample.", self.io_workers
+        )
+        if self.utilization is not None:
+            out.gauge(
+                "pg_aio_io_worker_utilization_ratio",
+                "Busy io worker samples / (samples x workers) over the last poll interval.",
+                self.utilization,
+            )

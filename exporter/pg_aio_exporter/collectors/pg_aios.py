@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from pg_aio_exporter.collectors import Row
+from pg_aio_exporter.collectors.base import Row
+from pg_aio_exporter.expose.metricset import MetricSet
+from pg_aio_exporter.versions import PG18
 
-PG18 = 180000
 OPERATIONS = ("readv", "writev")  # exported even when idle, so depth 0 is a value, not a gap
 
 # A handle that is handed out but not yet defined has no operation (NULL): call it "invalid",
@@ -20,10 +21,6 @@ SQL = (
     " coalesce(sum(length), 0)::float8 AS bytes"
     " FROM pg_aios WHERE pid <> pg_backend_pid() GROUP BY 1, 2"
 )
-
-
-def query(version_num: int) -> str | None:
-    return SQL if version_num >= PG18 else None
 
 
 @dataclass
@@ -44,3 +41,62 @@ def summarize(rows: list[Row]) -> AiosSample:
         sample.handles[(row["state"], row["operation"])] += row["n"]
         sample.bytes[row["operation"]] += row["bytes"]
     return sample
+
+
+class PgAiosCollector:
+    name = "pg_aios"
+    since = PG18
+    labels = ("state", "operation")
+
+    def __init__(self) -> None:
+        self.sampled = False  # AIO metrics stay absent until pg_aios was read once
+        self.in_flight: Counter[tuple[str, str]] = Counter()
+        self.in_flight_bytes: Counter[str] = Counter()
+        self.max_in_flight: Counter[str] | None = None
+        self._window_max: Counter[str] = Counter()
+
+    def query(self, version_num: int) -> str | None:
+        return SQL if version_num >= self.since else None
+
+    def observe(self, rows: list[Row], version_num: int) -> str | None:
+        seen = summarize(rows)
+        self.sampled = True
+        self.in_flight.update(seen.handles)
+        for operation in OPERATIONS:
+            self.in_flight_bytes[operation] += seen.bytes[operation]
+        for operation, count in seen.per_operation().items():
+            self._window_max[operation] = max(self._window_max[operation], count)
+        return None
+
+    def roll_window(self) -> None:
+        window_max, self._window_max = self._window_max, Counter()
+        if self.sampled:
+            self.max_in_flight = window_max
+
+    def collect_counters(self, out: MetricSet) -> None:
+        for (state, operation), count in sorted(self.in_flight.items()):
+            out.counter(
+                "pg_aio_in_flight_samples",
+                "pg_aios handles summed over samples; rate / rate(samples) ="
+                " average in-flight depth.",
+                count,
+                state=state,
+                operation=operation,
+            )
+        for operation, total in sorted(self.in_flight_bytes.items()):
+            out.counter(
+                "pg_aio_in_flight_bytes_samples",
+                "Bytes of pg_aios handles summed over samples.",
+                total,
+                operation=operation,
+            )
+
+    def collect_gauges(self, out: MetricSet) -> None:
+        if self.max_in_flight is not None:
+            for operation in sorted({*OPERATIONS, *self.max_in_flight}):
+                out.gauge(
+                    "pg_aio_in_flight_max",
+                    "Most AIO handles seen in one sample during the last poll interval.",
+                    self.max_in_flight[operation],
+                    operation=operation,
+                )

@@ -9,12 +9,10 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from pg_aio_exporter.collectors import Row
-from pg_aio_exporter.intervals import LabelKey, ReadCounters, Snapshot, interval_reads
-from pg_aio_exporter.metricset import MetricSet
-
-PG16 = 160000
-PG18 = 180000
+from pg_aio_exporter.collectors.base import Row
+from pg_aio_exporter.collectors.intervals import LabelKey, ReadCounters, Snapshot, interval_reads
+from pg_aio_exporter.expose.metricset import MetricSet
+from pg_aio_exporter.versions import PG16, PG18
 
 
 @dataclass(frozen=True)
@@ -83,12 +81,14 @@ def _select_list(version_num: int) -> str:
 
 class PgStatIoCollector:
     name = "pg_stat_io"
+    labels = ("backend_type", "object", "context")
+    since = PG16
 
     def __init__(self) -> None:
         self._previous: Snapshot | None = None
 
     def query(self, version_num: int) -> str | None:
-        if version_num < PG16:
+        if version_num < self.since:
             return None
         # The setting and postmaster start ride along so that interval math needs no other
         # collector: a restart or track_io_timing flip between polls must void the interval.

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pg_aio_exporter.collectors import Row
-from pg_aio_exporter.metricset import MetricSet
-
-PG18 = 180000
+from pg_aio_exporter.collectors.base import Row
+from pg_aio_exporter.expose.metricset import MetricSet
+from pg_aio_exporter.versions import PG10, PG18
 
 SQL = (
     "SELECT current_setting('server_version') AS version,"
@@ -16,6 +15,8 @@ SQL = (
 
 class ServerCollector:
     name = "server"
+    since = PG10
+    labels = ("version", "version_num")
 
     def query(self, version_num: int) -> str | None:
         return SQL

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 
-from pg_aio_exporter.collectors import Row
-from pg_aio_exporter.metricset import MetricSet
+from pg_aio_exporter.collectors.base import Row
+from pg_aio_exporter.expose.metricset import MetricSet
+from pg_aio_exporter.versions import PG10
 
 # setting -> metric. Memory settings are converted to bytes (the metric name says so).
 SETTINGS = {
@@ -48,6 +49,8 @@ def setting_value(setting: str, unit: str | None, vartype: str) -> float:
 
 class SettingsCollector:
     name = "settings"
+    since = PG10
+    labels = ("name", *ENUM_SETTINGS)
 
     def query(self, version_num: int) -> str | None:
         return SQL

@@ -162,12 +162,6 @@ class LocalServer:
         self.stop()
         self.start()
 
-    def reload(self) -> None:
-        self._run("pg_ctl", "-D", str(self.data_dir), "reload")
-
-    def is_running(self) -> bool:
-        return self._run("pg_ctl", "-D", str(self.data_dir), "status", check=False).returncode == 0
-
     def dsn(self, user: str = SUPERUSER, dbname: str = "postgres", **params: str) -> str:
         extra = "".join(f" {k}={v}" for k, v in params.items())
         return f"host=127.0.0.1 port={self.port} user={user} dbname={dbname}{extra}"

@@ -12,31 +12,31 @@ import logging
 import time
 import zlib
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import psycopg
 from psycopg.rows import dict_row
 
-from pg_aio_exporter.collectors import PollCollector, activity, pg_aios
-from pg_aio_exporter.collectors.pg_stat_io import PG16 as PG_STAT_IO_SINCE
-from pg_aio_exporter.collectors.pg_stat_io import PgStatIoCollector
-from pg_aio_exporter.collectors.server import ServerCollector
-from pg_aio_exporter.collectors.settings import SettingsCollector
-from pg_aio_exporter.config import Target
-from pg_aio_exporter.errors import MIN_SERVER_VERSION, UnsupportedServerError, error_kind
-from pg_aio_exporter.exposition import Exposition
-from pg_aio_exporter.metricset import MetricSet
-from pg_aio_exporter.redact import scrub
-from pg_aio_exporter.sampler import SamplerState
-from pg_aio_exporter.selfmetrics import SelfMetrics
-from pg_aio_exporter.session import (
+from pg_aio_exporter.collectors import registry
+from pg_aio_exporter.collectors.base import Collector, PollCollector
+from pg_aio_exporter.config.targets import Target
+from pg_aio_exporter.expose.exposition import Exposition
+from pg_aio_exporter.expose.metricset import MetricSet
+from pg_aio_exporter.expose.selfmetrics import SelfMetrics
+from pg_aio_exporter.poll.errors import UnsupportedServerError, error_kind
+from pg_aio_exporter.poll.sampler import Sampler
+from pg_aio_exporter.poll.session import (
     CLIENT_TIMEOUT_SLACK,
     Connection,
     client_timeout,
     prepare,
     run_pipelined,
 )
+from pg_aio_exporter.redact import scrub
+from pg_aio_exporter.versions import PG10
 
 log = logging.getLogger("pg_aio_exporter")
+PG_UP_HELP = "1 if the last poll reached the server."
 FIRST_RETRY = 1.0  # reconnect backoff doubles from here up to the poll interval
 
 
@@ -76,12 +76,8 @@ class TargetWorker:
         self._sample_interval = sample_interval
         self._timeout = timeout
         self._base_labels = {"target": target.name, **target.labels}
-        self._collectors: list[PollCollector] = [
-            PgStatIoCollector(),
-            SettingsCollector(),
-            ServerCollector(),
-        ]
-        self._sampler = SamplerState()
+        self._collectors: list[PollCollector] = registry.poll_collectors()
+        self._sampler = Sampler()
         self._conn: Connection | None = None
         self._statements: dict[str, str] = {}  # SQL -> what to send: EXECUTE name, or the SQL
         # Collector -> kind of its current failure streak: one log line when a streak starts
@@ -150,7 +146,7 @@ class TargetWorker:
             )
             try:
                 version = conn.info.server_version
-                if version < MIN_SERVER_VERSION:
+                if version < PG10:
                     raise UnsupportedServerError(
                         f"server version {version or 'unknown'} is not supported:"
                         " PostgreSQL 10 or newer required"
@@ -169,9 +165,8 @@ class TargetWorker:
 
     def _queries(self, version: int) -> list[str]:
         """Every statement this server version gets, polls and samples."""
-        queries = [c.query(version) for c in self._collectors]
-        queries += [activity.SQL, pg_aios.query(version)]
-        return [q for q in queries if q is not None]
+        collectors: list[Collector] = [*self._collectors, *self._sampler.collectors]
+        return [sql for _, sql in _runnable(collectors, version)]
 
     async def _disconnect(self) -> None:
         conn, self._conn = self._conn, None
@@ -199,12 +194,15 @@ class TargetWorker:
         if self._failing.pop(collector, None) is not None:
             log.info(f"{collector} recovered", extra=self._log_fields(collector=collector))
 
-    def _log_unsupported(self, version: int, collectors: list[str]) -> None:
-        if collectors and not self._unsupported_logged:
+    def _log_unsupported(self, version: int) -> None:
+        missing = [c for c in self._collectors if c.query(version) is None]
+        if missing and not self._unsupported_logged:
             self._unsupported_logged = True
             log.warning(
-                f"{', '.join(collectors)} not exported: needs PostgreSQL"
-                f" {PG_STAT_IO_SINCE // 10000} or newer",
+                "; ".join(
+                    f"{c.name} not exported: needs PostgreSQL {c.since // 10000} or newer"
+                    for c in missing
+                ),
                 extra=self._log_fields(server_version=version),
             )
 
@@ -217,9 +215,8 @@ class TargetWorker:
         try:
             conn = await self._connect()
             version = conn.info.server_version
-            planned = [(c, c.query(version)) for c in self._collectors]
-            self._log_unsupported(version, [c.name for c, sql in planned if sql is None])
-            runnable = [(c, sql) for c, sql in planned if sql is not None]
+            self._log_unsupported(version)
+            runnable = _runnable(self._collectors, version)
             # The data is as fresh as the moment it was asked for, not as the reply's arrival:
             # a reader who saw this stamp knows the counters were read after it.
             read_at = time.time()
@@ -229,7 +226,7 @@ class TargetWorker:
             # Unreachable, refused, timed out or dropped: start over on the next poll.
             await self._disconnect()
             self._record_failure("connection", exc)
-            out.gauge("pg_up", "1 if the last poll reached the server.", 0.0)
+            out.gauge("pg_up", PG_UP_HELP, 0.0)
             self._exposition.publish(self.target.name, "poll", out.families())
             return False
         round_trip = time.perf_counter()
@@ -247,22 +244,26 @@ class TargetWorker:
             self._self.poll_duration.labels(self.target.name, collector.name).observe(
                 round_trip - started + own
             )
-        out.gauge("pg_up", "1 if the last poll reached the server.", 1.0)
+        out.gauge("pg_up", PG_UP_HELP, 1.0)
         if all_ok:
             self._self.last_poll_success.labels(self.target.name).set(read_at)
         self._exposition.publish(self.target.name, "poll", out.families())
         return True
 
     async def sample(self) -> bool:
-        """pg_stat_activity and (PG 18+) pg_aios in one round trip; False if it failed."""
+        """Every sample collector's view in one round trip; False if the sample failed.
+
+        A failure of any view voids the whole sample (it is not counted, so every sampled
+        counter keeps the same denominator), except a view this role may not read at all:
+        that one is left out of every sample, and the others go on."""
         conn = self._conn
         assert conn is not None
-        aios_sql = pg_aios.query(conn.info.server_version)
-        queries = [activity.SQL] if aios_sql is None else [activity.SQL, aios_sql]
+        version = conn.info.server_version
+        runnable = _runnable(self._sampler.collectors, version)
         started = time.perf_counter()
         try:
             async with client_timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
-                results = await run_pipelined(conn, [self._statements[q] for q in queries])
+                results = await run_pipelined(conn, [self._statements[sql] for _, sql in runnable])
         except (psycopg.Error, TimeoutError, OSError) as exc:
             await self._disconnect()
             self._record_failure("connection", exc, what="sample")
@@ -270,27 +271,24 @@ class TargetWorker:
             return False
         self._self.sample_duration.labels(self.target.name).observe(time.perf_counter() - started)
         self._succeeded("connection")
-        activity_rows, aios_rows = results[0], results[1] if aios_sql else None
-        if isinstance(activity_rows, Exception):
-            self._record_failure("activity", activity_rows, what="sample")
+        answered = []
+        void = False
+        for (collector, _), result in zip(runnable, results, strict=True):
+            if isinstance(result, Exception):
+                self._record_failure(collector.name, result, what="sample")
+                void = void or error_kind(result) != "privilege"
+            else:
+                answered.append((collector, result))
+        if void:
             self._publish_samples(current=False)
             return False
-        if isinstance(aios_rows, Exception):
-            self._record_failure("pg_aios", aios_rows, what="sample")
-            aios_rows = None
-        elif aios_rows is not None:
-            self._succeeded("pg_aios")
-        seen = activity.classify(activity_rows)
-        if seen.hidden:
-            self._report(
-                "activity",
-                "privilege",
-                f"{seen.hidden} processes hidden from this role: grant it pg_monitor",
-                "sample",
-            )
-        else:
-            self._succeeded("activity")
-        self._sampler.observe(seen, None if aios_rows is None else pg_aios.summarize(aios_rows))
+        self._sampler.samples += 1
+        for collector, rows in answered:
+            hidden = collector.observe(rows, version)
+            if hidden:
+                self._report(collector.name, "privilege", hidden, "sample")
+            else:
+                self._succeeded(collector.name)
         self._publish_samples(current=True)
         return True
 
@@ -298,3 +296,12 @@ class TargetWorker:
         out = MetricSet(self._base_labels)
         self._sampler.collect(out, current=current)
         self._exposition.publish(self.target.name, "sample", out.families())
+
+
+C = TypeVar("C", bound=Collector)
+
+
+def _runnable(collectors: list[C], version: int) -> list[tuple[C, str]]:
+    """The collectors whose view this server version has, with their SQL."""
+    planned = [(c, c.query(version)) for c in collectors]
+    return [(c, sql) for c, sql in planned if sql is not None]

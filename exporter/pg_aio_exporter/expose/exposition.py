@@ -15,8 +15,8 @@ import asyncio
 import zlib
 from collections.abc import Callable
 
-from pg_aio_exporter.metricset import Family
-from pg_aio_exporter.selfmetrics import SelfMetrics
+from pg_aio_exporter.expose.metricset import Family
+from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 
 # Updates arriving within this window share one render.
 COALESCE_SECONDS = 0.05

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 
 import psycopg
 
-from pg_aio_exporter.collectors import Row
+from pg_aio_exporter.collectors.base import Row
 
 Connection = psycopg.AsyncConnection[Row]
 # Slack on top of the server-side timeouts, for a server that never answers at all.

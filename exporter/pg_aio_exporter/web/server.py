@@ -10,9 +10,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 from pg_aio_exporter import __version__
-from pg_aio_exporter.config import ConfigError, Target
-from pg_aio_exporter.exposition import Exposition
-from pg_aio_exporter.webconfig import WebConfig
+from pg_aio_exporter.config import ConfigError
+from pg_aio_exporter.config.targets import Target
+from pg_aio_exporter.config.webconfig import WebConfig
+from pg_aio_exporter.expose.exposition import Exposition
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -15,39 +15,19 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from pg_aio_exporter.collectors import registry
+from pg_aio_exporter.config import ConfigError
+from pg_aio_exporter.expose.selfmetrics import LABELS as SELF_METRIC_LABELS
 from pg_aio_exporter.redact import scrub
 
 APPLICATION_NAME = "pg_aio_exporter"
 DEFAULT_TARGET = "default"
 
 # Labels the exporter itself puts on series; extra labels from the config must not shadow them.
-RESERVED_LABELS = frozenset(
-    {
-        "target",
-        "backend_type",
-        "object",
-        "context",
-        "collector",
-        "kind",
-        "name",
-        "version",
-        "version_num",
-        "io_method",
-        "wait_event_type",
-        "wait_event",
-        "state",
-        "operation",
-        "le",
-        "python_version",
-    }
-)
+RESERVED_LABELS = frozenset({"target", *registry.labels(), *SELF_METRIC_LABELS})
 _LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-class ConfigError(Exception):
-    """A configuration problem the user must fix; str() is one printable line."""
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import psycopg
 
-# backend_type in pg_stat_activity, which the sampler needs, exists since PostgreSQL 10.
-MIN_SERVER_VERSION = 100000
-
 
 class UnsupportedServerError(Exception):
     """Connected, but not to a PostgreSQL this exporter can read."""

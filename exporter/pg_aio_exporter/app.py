@@ -1,0 +1,77 @@
+"""The exporter assembled: targets -> one worker each -> exposition -> HTTP, until a signal.
+
+The command line (cli.py), the demo and the report start from here; nothing here parses flags.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pg_aio_exporter import __version__
+from pg_aio_exporter.config import ConfigError
+from pg_aio_exporter.config.targets import Target
+from pg_aio_exporter.config.webconfig import WebConfig
+from pg_aio_exporter.expose.exposition import Exposition
+from pg_aio_exporter.expose.selfmetrics import SelfMetrics
+from pg_aio_exporter.poll.worker import TargetWorker
+from pg_aio_exporter.web.server import serve
+
+log = logging.getLogger("pg_aio_exporter")
+
+
+@dataclass(frozen=True)
+class Options:
+    listen: tuple[str, int]
+    metrics_path: str
+    poll_interval: float
+    sample_interval: float
+    timeout: float
+    web: WebConfig
+
+
+async def run_exporter(targets: Sequence[Target], options: Options) -> None:
+    """Serve until cancelled or signalled; ConfigError if the address cannot be bound."""
+    selfmetrics = SelfMetrics()
+    exposition = Exposition(selfmetrics)
+    host, port = options.listen
+    try:
+        server = serve((host, port), exposition, targets, options.metrics_path, options.web)
+    except (OSError, socket.gaierror) as exc:
+        raise ConfigError(f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}") from None
+    log.info(
+        "listening",
+        extra={"address": f"{host or '*'}:{port}", "targets": len(targets), "version": __version__},
+    )
+    workers = [
+        TargetWorker(
+            t,
+            exposition,
+            selfmetrics,
+            poll_interval=options.poll_interval,
+            sample_interval=options.sample_interval,
+            timeout=options.timeout,
+        )
+        for t in targets
+    ]
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    tasks = [asyncio.create_task(w.run(), name=w.target.name) for w in workers]
+    tasks.append(asyncio.create_task(exposition.run(), name="render"))
+    try:
+        await stop.wait()
+    finally:
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*tasks, return_exceptions=True)
+        server.shutdown()
+        server.server_close()
+        log.info("stopped")

@@ -1,0 +1,53 @@
+"""What a collector is: the two kinds the worker runs, by when they run.
+
+A collector is created per target and may keep state between rounds (pg_stat_io keeps the
+previous snapshot, sampled views their counters). The worker sends the queries of every
+collector of a kind in one pipelined round trip and hands each collector its own rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pg_aio_exporter.expose.metricset import MetricSet
+
+Row = dict[str, Any]
+
+
+class Collector(Protocol):
+    name: str
+
+    @property
+    def since(self) -> int:
+        """The oldest server version (server_version_num) that has the view."""
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The label names its series carry besides the target's own."""
+
+    def query(self, version_num: int) -> str | None:
+        """The SQL for this server version, or None when the view does not exist there."""
+
+
+class PollCollector(Collector, Protocol):
+    """Read every poll interval (default 30 s): cumulative views and settings."""
+
+    def collect(self, rows: list[Row], out: MetricSet) -> None:
+        """Turn this poll's rows into metrics."""
+
+
+class SampleCollector(Collector, Protocol):
+    """Read every sample interval (default 1 s): point-in-time views, counted over samples.
+
+    Counters are published after every sample; gauges describe the last complete poll
+    interval (roll_window) and are published only while sampling succeeds."""
+
+    def observe(self, rows: list[Row], version_num: int) -> str | None:
+        """Fold one sample in; returns why part of the view was hidden from this role, if so."""
+
+    def roll_window(self) -> None:
+        """Close the poll interval that just ended."""
+
+    def collect_counters(self, out: MetricSet) -> None: ...
+
+    def collect_gauges(self, out: MetricSet) -> None: ...

@@ -1,0 +1,35 @@
+"""The collectors the exporter and the report run: a new view is one module and one line here.
+
+Order matters only for the exposition: families appear in the order their collectors are
+listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pg_aio_exporter.collectors import activity, pg_aios, pg_stat_io, server, settings
+from pg_aio_exporter.collectors.base import PollCollector, SampleCollector
+
+POLL: dict[str, Callable[[], PollCollector]] = {
+    pg_stat_io.PgStatIoCollector.name: pg_stat_io.PgStatIoCollector,
+    settings.SettingsCollector.name: settings.SettingsCollector,
+    server.ServerCollector.name: server.ServerCollector,
+}
+SAMPLE: dict[str, Callable[[], SampleCollector]] = {
+    activity.ActivityCollector.name: activity.ActivityCollector,
+    pg_aios.PgAiosCollector.name: pg_aios.PgAiosCollector,
+}
+
+
+def poll_collectors() -> list[PollCollector]:
+    return [create() for create in POLL.values()]
+
+
+def sample_collectors() -> list[SampleCollector]:
+    return [create() for create in SAMPLE.values()]
+
+
+def labels() -> set[str]:
+    """Every label name the collectors put on series."""
+    return {name for c in [*poll_collectors(), *sample_collectors()] for name in c.labels}

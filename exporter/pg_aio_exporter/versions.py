@@ -1,0 +1,7 @@
+"""PostgreSQL versions (server_version_num) at which the views the exporter reads appear."""
+
+from __future__ import annotations
+
+PG10 = 100000  # backend_type in pg_stat_activity, which the sampler needs: the oldest server
+PG16 = 160000  # pg_stat_io
+PG18 = 180000  # asynchronous I/O: pg_aios, io workers, byte columns in pg_stat_io

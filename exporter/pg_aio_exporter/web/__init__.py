@@ -1,0 +1,1 @@
+"""Stage 5, HTTP: /metrics from memory, the landing page and /healthz."""

@@ -1,0 +1,71 @@
+"""Rows recorded from real servers (tests/fixtures/record_rows.py), replayed through the
+registry's collectors in the order a target's worker runs them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pg_aio_exporter.collectors import registry
+from pg_aio_exporter.collectors.base import PollCollector
+from pg_aio_exporter.expose.exposition import Exposition
+from pg_aio_exporter.expose.metricset import MetricSet
+from pg_aio_exporter.expose.selfmetrics import SelfMetrics
+from pg_aio_exporter.poll.sampler import Sampler
+from pg_aio_exporter.poll.worker import PG_UP_HELP
+
+FIXTURES = Path(__file__).parent / "fixtures"
+MAJORS = ("16", "17", "18")
+BASE_LABELS = {"target": "recorded", "cluster": "c1"}
+
+
+@cache
+def load(major: str) -> dict[str, Any]:
+    recorded: dict[str, Any] = json.loads((FIXTURES / "rows" / f"pg{major}.json").read_text())
+    return recorded
+
+
+def replay(major: str) -> bytes:
+    """The /metrics body (without the exporter's own metrics) after the recorded poll, samples
+    and second poll, as a worker publishes them."""
+    recorded = load(major)
+    version = recorded["server_version_num"]
+
+    async def new_exposition() -> Exposition:
+        return Exposition(SelfMetrics())  # its asyncio.Event wants a running loop
+
+    exposition = asyncio.run(new_exposition())
+    polled: list[PollCollector] = registry.poll_collectors()
+    sampler = Sampler()
+
+    def publish_samples() -> None:
+        out = MetricSet(BASE_LABELS)
+        sampler.collect(out, current=True)
+        exposition.publish("recorded", "sample", out.families())
+
+    def poll(rows: dict[str, list[dict[str, Any]]]) -> None:
+        out = MetricSet(BASE_LABELS)
+        for collector in polled:
+            if collector.query(version) is not None:
+                collector.collect(rows[collector.name], out)
+        out.gauge("pg_up", PG_UP_HELP, 1.0)
+        exposition.publish("recorded", "poll", out.families())
+        sampler.roll_window()
+        publish_samples()
+
+    poll(recorded["polls"][0])
+    for sample in recorded["samples"]:
+        sampler.samples += 1
+        for collector in sampler.collectors:
+            if collector.query(version) is not None:
+                collector.observe(sample[collector.name], version)
+        publish_samples()
+    poll(recorded["polls"][1])
+    exposition.render()
+    chunks: list[bytes] = []
+    exposition.body.write(chunks.append)
+    body = b"".join(chunks)
+    return body[: body.index(b"# HELP process_")]

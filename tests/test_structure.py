@@ -1,0 +1,141 @@
+"""The package's structure: the exposition of a recorded server state is byte for byte what the
+code before the collector registry rendered, a new view is one registry entry, no import cycle,
+and the reserved labels are derived from what the collectors emit."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import recorded
+from pg_aio_exporter.collectors import registry
+from pg_aio_exporter.collectors.base import Row
+from pg_aio_exporter.config.targets import RESERVED_LABELS
+from pg_aio_exporter.expose.metricset import MetricSet
+from pg_aio_exporter.versions import PG10
+
+pytestmark = pytest.mark.unit
+PACKAGE = Path(recorded.__file__).resolve().parents[1] / "exporter" / "pg_aio_exporter"
+
+
+@pytest.mark.parametrize("major", recorded.MAJORS)
+def test_recorded_state_renders_the_reference_bytes(major: str):
+    """tests/fixtures/exposition/pgNN.prom was rendered from the same rows by the code before
+    the restructure (commit e8cc035's collectors, sampler and exposition)."""
+    reference = (recorded.FIXTURES / "exposition" / f"pg{major}.prom").read_bytes()
+    assert recorded.replay(major) == reference
+
+
+class DummyCollector:
+    """A view that is not PostgreSQL's: one gauge per row of `SELECT 1`."""
+
+    name = "dummy"
+    since = PG10
+    labels = ("dummy_label",)
+
+    def query(self, version_num: int) -> str | None:
+        return "SELECT 41 + 1 AS answer"
+
+    def collect(self, rows: list[Row], out: MetricSet) -> None:
+        for row in rows:
+            out.gauge("pg_dummy_answer", "The answer.", row["answer"], dummy_label="x")
+
+
+def test_a_new_view_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setitem(registry.POLL, DummyCollector.name, DummyCollector)
+    for major in recorded.MAJORS:
+        rows = recorded.load(major)["polls"]
+        for poll in rows:
+            poll["dummy"] = [{"answer": 42}]
+        try:
+            body = recorded.replay(major).decode()
+        finally:
+            for poll in rows:
+                del poll["dummy"]
+        assert 'pg_dummy_answer{cluster="c1",dummy_label="x",target="recorded"} 42.0\n' in body
+    assert "dummy_label" in registry.labels()
+
+
+def _imports(path: Path) -> set[str]:
+    """The package modules a module imports at its top level (not inside functions)."""
+    found = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name.startswith("pg_aio_exporter")}
+
+
+def _module_graph() -> dict[str, set[str]]:
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = path
+    graph = {}
+    for name, path in modules.items():
+        edges = set()
+        for imported in _imports(path):
+            # `from a.b import c` names module a.b.c when it exists, else an attribute of a.b.
+            target = imported if imported in modules else imported.rpartition(".")[0]
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            # Importing a submodule runs its parent packages' __init__ first.
+            while target:
+                if target != name:
+                    edges.add(target)
+                target = target.rpartition(".")[0]
+        graph[name] = edges
+    return graph
+
+
+def test_no_import_cycle():
+    graph = _module_graph()
+    assert "pg_aio_exporter.collectors.registry" in graph  # the walk found the package
+    state: dict[str, str] = {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for imported in sorted(graph[module]):
+            if state.get(imported) == "open":
+                cycle = [*path[path.index(imported) :], imported]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if imported not in state:
+                visit(imported, [*path, imported])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+
+
+def test_import_cycle_check_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    fake = tmp_path / "pg_aio_exporter"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "collectors").mkdir()
+    (fake / "collectors" / "__init__.py").write_text("")
+    (fake / "collectors" / "registry.py").write_text("from pg_aio_exporter import a\n")
+    (fake / "a.py").write_text("from pg_aio_exporter.collectors import registry\n")
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", fake)
+    with pytest.raises(AssertionError, match="import cycle"):
+        test_no_import_cycle()
+
+
+@pytest.mark.parametrize("major", recorded.MAJORS)
+def test_reserved_labels_cover_every_label_the_collectors_emit(major: str):
+    body = recorded.replay(major).decode()
+    emitted = {
+        name
+        for family in text_string_to_metric_families(body)
+        for sample in family.samples
+        for name in sample.labels
+    }
+    extra = set(recorded.BASE_LABELS) - {"target"}
+    assert emitted - extra <= RESERVED_LABELS
+    assert {"backend_type", "io_method", "wait_event", "operation"} <= RESERVED_LABELS
