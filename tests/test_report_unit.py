@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pg_aio_exporter.intervals import ReadCounters, ReadWindow, Snapshot
+from pg_aio_exporter.collectors.intervals import ReadCounters, ReadWindow, Snapshot
 from pg_aio_exporter.report import document, text, units
 from pg_aio_exporter.report.findings import CHECKS, Finding
 from pg_aio_exporter.report.outcome import exit_code, judge

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pg_aio_exporter.intervals import LabelKey
+from pg_aio_exporter.collectors.intervals import LabelKey
 from pg_aio_exporter.report.summary import Reads, Summary
 
 # name -> how to read it from a window's Reads; the order of the output.

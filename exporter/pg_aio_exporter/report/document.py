@@ -15,7 +15,7 @@ from typing import Any
 
 from pg_aio_exporter import __version__
 from pg_aio_exporter.collectors.activity import WaitKey
-from pg_aio_exporter.intervals import LabelKey, ReadCounters
+from pg_aio_exporter.collectors.intervals import LabelKey, ReadCounters
 from pg_aio_exporter.report.compare import RowComparison
 from pg_aio_exporter.report.outcome import Report
 from pg_aio_exporter.report.summary import Activity, Reads, ServerFacts, Summary

@@ -10,9 +10,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pg_aio_exporter.collectors.activity import CLIENT, IO_WORKER, WaitKey
-from pg_aio_exporter.intervals import IntervalReads, LabelKey, ReadCounters, read_figures, total
+from pg_aio_exporter.collectors.intervals import (
+    IntervalReads,
+    LabelKey,
+    ReadCounters,
+    read_figures,
+    total,
+)
+from pg_aio_exporter.versions import PG18
 
-PG18 = 180000
 BLOCK_BYTES = 8192  # what one uncombined read covers (PostgreSQL's default block size)
 SUBMISSION_QUEUE = ("LWLock", "AioWorkerSubmissionQueue")
 SYNC_READ = ("IO", "DataFileRead")

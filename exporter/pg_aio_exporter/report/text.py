@@ -6,7 +6,7 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
-from pg_aio_exporter.intervals import LabelKey
+from pg_aio_exporter.collectors.intervals import LabelKey
 from pg_aio_exporter.report import units
 from pg_aio_exporter.report.compare import RowComparison
 from pg_aio_exporter.report.outcome import Report
