@@ -197,7 +197,7 @@ def test_activity_figures():
         io_workers=2,
         io_worker_slots=400,
         io_worker_busy=300,
-        in_flight={"readv": 1000},
+        in_flight={("SUBMITTED", "readv"): 800, ("COMPLETED_SHARED", "readv"): 200},
         in_flight_max={"readv": 12},
     )
     # io workers are left out of the sessions that wait: they do the reads for the others.
@@ -209,6 +209,7 @@ def test_activity_figures():
     assert a.io_worker_utilization == 0.75
     assert a.busy_io_workers == 1.5
     assert a.in_flight_average("readv") == 5
+    assert a.submitted_average == 4
     assert [k for k, _ in a.top(2)] == [CLIENT_IO, WORKER_IO]
 
 
@@ -332,7 +333,13 @@ def test_read_latency_high_per_read():
         ({"io_worker_busy": 240}, []),  # 0.80 is not above 0.8
         ({"waits": {QUEUE: 11}}, ["submission_queue"]),  # 0.11 sessions > 0.1
         ({"waits": {QUEUE: 10}}, []),
-        ({"waits": {CLIENT_SYNC: 50}}, ["clients_reading_themselves"]),
+        # Clients reading in place count only while the pool is busy: with idle workers they
+        # are single-block reads (index lookups), which PostgreSQL 18 does so anyway.
+        ({"waits": {CLIENT_SYNC: 50}}, []),
+        (
+            {"waits": {CLIENT_SYNC: 50}, "io_worker_busy": 255},
+            ["utilization", "clients_reading_themselves"],
+        ),
     ],
 )
 def test_io_worker_pool_saturated_signals(more: dict[str, Any], signals: list[str]):
@@ -344,7 +351,7 @@ def test_io_worker_pool_saturated_signals(more: dict[str, Any], signals: list[st
 
 
 def test_clients_reading_themselves_count_only_under_worker():
-    act = activity(waits={CLIENT_SYNC: 50}, io_workers=0, io_worker_slots=0)
+    act = activity(waits={CLIENT_SYNC: 50}, io_workers=0, io_worker_slots=0, io_worker_busy=0)
     assert "io_worker_pool_saturated" not in found(
         summary(HEALTHY, act=act, facts=server(io_method="sync"))
     )
@@ -371,6 +378,30 @@ def test_suggested_io_workers(workers: int, busy: int, waits: dict[Any, int], su
     finding = found(summary(HEALTHY, act=act))["io_worker_pool_saturated"]
     assert finding.evidence["suggested_io_workers"] == suggested
     assert f"io_workers = {suggested}" in finding.advice
+
+
+def test_submitted_ios_measure_what_a_busy_pool_was_handed():
+    # 1 worker busy in every sample, 8 I/Os submitted and not done on average (pg_aios):
+    # 8 / 0.8 = 10 workers.
+    act = activity(
+        100,
+        io_workers=1,
+        io_worker_slots=100,
+        io_worker_busy=100,
+        in_flight={("SUBMITTED", "readv"): 800},
+    )
+    finding = found(summary(HEALTHY, act=act))["io_worker_pool_saturated"]
+    assert finding.evidence["pool_demand_workers"] == 8
+    assert finding.evidence["suggested_io_workers"] == 10
+    assert "from 1 to 10" in finding.advice
+
+
+def test_storage_and_pool_saturated_together_say_part_is_queueing():
+    act = activity(100, {CLIENT_IO: 300}, io_workers=1, io_worker_slots=100, io_worker_busy=100)
+    ids = found(summary({BULK: reads(3_000, 8 * KB, 100)}, act=act))
+    assert "io_worker_pool_saturated" in ids
+    assert "queueing for them" in ids["storage_saturated"].summary
+    assert ids["storage_saturated"].advice.startswith("Raise io_workers first")
 
 
 def test_io_uring_available():
@@ -470,16 +501,15 @@ def test_every_check_is_named_after_its_finding_and_the_schema_lists_them():
 
 
 def busy_report():
-    """Everything at once: a baseline, slow reads, a saturated pool, hidden processes."""
+    """Everything at once: a baseline, slow reads, a saturated pool, something not visible."""
     act = activity(
         60,
         {CLIENT_IO: 180, CLIENT_SYNC: 30, WORKER_IO: 57, ("parallel worker", "CPU", "CPU"): 12},
         io_workers=1,
         io_worker_slots=60,
         io_worker_busy=57,
-        in_flight={"readv": 600},
+        in_flight={("SUBMITTED", "readv"): 540, ("COMPLETED_SHARED", "readv"): 60},
         in_flight_max={"readv": 18},
-        hidden=4,
     )
     facts = server(
         io_methods=("sync", "worker", "io_uring"),

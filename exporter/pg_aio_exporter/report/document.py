@@ -54,7 +54,6 @@ def _labels(key: LabelKey | None) -> dict[str, str | None]:
 
 
 def _activity(activity: Activity, thresholds: Thresholds) -> dict[str, Any]:
-    operations = sorted({*activity.in_flight, *activity.in_flight_max})
     return {
         "samples": activity.samples,
         "sample_interval_seconds": activity.sample_interval,
@@ -79,14 +78,17 @@ def _activity(activity: Activity, thresholds: Thresholds) -> dict[str, Any]:
         "io_worker_utilization": activity.io_worker_utilization,
         "in_flight": [
             {
+                "state": state,
                 "operation": op,
-                "samples": activity.in_flight.get(op, 0),
-                "average": activity.in_flight_average(op),
-                "max": activity.in_flight_max.get(op, 0),
+                "samples": count,
+                "average": count / activity.samples if activity.samples else 0.0,
             }
-            for op in operations
+            for (state, op), count in sorted(activity.in_flight.items())
         ],
-        "hidden_processes": activity.hidden,
+        "in_flight_max": [
+            {"operation": op, "max": activity.in_flight_max.get(op, 0)}
+            for op in activity.operations()
+        ],
     }
 
 
@@ -204,6 +206,11 @@ def _key(row: Mapping[str, Any]) -> LabelKey:
     return backend_type, obj, context
 
 
+def _in_flight_key(entry: Mapping[str, Any]) -> tuple[str, str]:
+    state, operation = _text(entry, "state", "operation")
+    return state, operation
+
+
 def _wait_key(entry: Mapping[str, Any]) -> WaitKey:
     backend_type, wait_type, wait = _text(entry, "backend_type", "wait_event_type", "wait_event")
     return backend_type, wait_type, wait
@@ -236,9 +243,10 @@ def from_json(doc: Mapping[str, Any]) -> Summary:
             io_workers=None if activity["io_workers"] is None else int(activity["io_workers"]),
             io_worker_slots=int(activity["io_worker_slots"]),
             io_worker_busy=int(activity["io_worker_busy_samples"]),
-            in_flight={_text(f, "operation")[0]: int(f["samples"]) for f in activity["in_flight"]},
-            in_flight_max={_text(f, "operation")[0]: int(f["max"]) for f in activity["in_flight"]},
-            hidden=int(activity["hidden_processes"]),
+            in_flight={_in_flight_key(f): int(f["samples"]) for f in activity["in_flight"]},
+            in_flight_max={
+                _text(f, "operation")[0]: int(f["max"]) for f in activity["in_flight_max"]
+            },
         ),
         resets=tuple(_epoch(r) for r in window["stats_resets"]),
         restarts=int(window["restarts"]),

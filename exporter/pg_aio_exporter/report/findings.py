@@ -195,42 +195,69 @@ def storage_saturated(ctx: Context) -> Finding | None:
             return None
         evidence["max_seconds_per_read"] = t.max_seconds_per_read
         slow = f"{units.ms(per_read)} per read"
-    return Finding(
-        "storage_saturated",
-        ctx.severity("PgAioStorageSaturated"),
+    summary = (
         f"Storage is saturated: {units.sessions(waiting)} sessions wait on reads on average,"
-        f" at {slow} ({units.per_mib(per_byte)}).",
-        evidence,
+        f" at {slow} ({units.per_mib(per_byte)})."
+    )
+    advice = (
         "Storage, not PostgreSQL, sets the pace: more io workers or another io_method will not"
         " help. Check the volume's IOPS and throughput limits (cloud volumes throttle), give"
-        " reads a faster volume, or read less: more shared_buffers, or plans that scan less.",
+        " reads a faster volume, or read less: more shared_buffers, or plans that scan less."
     )
+    if _pool_busy(ctx) and ctx.summary.server.io_method == "worker":
+        evidence["io_worker_utilization"] = ctx.summary.activity.io_worker_utilization
+        summary += " The io workers are busy too, so part of that wait is queueing for them."
+        advice = (
+            "Raise io_workers first (io_worker_pool_saturated) and run the report again: the"
+            " wait that remains is the storage's. Then: " + advice
+        )
+    return Finding(
+        "storage_saturated", ctx.severity("PgAioStorageSaturated"), summary, evidence, advice
+    )
+
+
+def _pool_busy(ctx: Context) -> bool:
+    utilization = ctx.summary.activity.io_worker_utilization
+    return utilization is not None and utilization > ctx.thresholds.max_utilization
+
+
+def _overflow_sessions(ctx: Context) -> float:
+    """Clients reading by themselves because the io worker queue was full. Under
+    io_method=worker PostgreSQL also reads single blocks in place (index lookups) whatever the
+    pool's load, so these count only while the pool is busy."""
+    if ctx.summary.server.io_method != "worker" or not _pool_busy(ctx):
+        return 0.0
+    return ctx.summary.activity.sync_read_sessions
 
 
 def _pool_signals(ctx: Context) -> list[str]:
     t, activity = ctx.thresholds, ctx.summary.activity
     signals = []
-    utilization = activity.io_worker_utilization
-    if utilization is not None and utilization > t.max_utilization:
+    if _pool_busy(ctx):
         signals.append("utilization")
     if activity.submission_queue_sessions > t.max_submission_queue_sessions:
         signals.append("submission_queue")
-    if (
-        ctx.summary.server.io_method == "worker"
-        and activity.sync_read_sessions > t.max_sync_read_sessions
-    ):
+    if _overflow_sessions(ctx) > t.max_sync_read_sessions:
         signals.append("clients_reading_themselves")
     return signals
 
 
-def suggested_io_workers(ctx: Context) -> int | None:
-    """Enough workers to carry what the pool carried plus what queued for it, at the busy
-    share the alert allows."""
-    activity, t = ctx.summary.activity, ctx.thresholds
-    workers, busy = activity.io_workers, activity.busy_io_workers
-    if workers is None or busy is None:
+def pool_demand(ctx: Context) -> float | None:
+    """io workers' worth of work, on average: what the pool carried or was handed (I/Os
+    submitted and not done, from pg_aios), plus sessions queueing for it or reading instead."""
+    activity = ctx.summary.activity
+    if activity.busy_io_workers is None:
         return None
-    demand = busy + activity.submission_queue_sessions + activity.sync_read_sessions
+    carried = max(activity.busy_io_workers, activity.submitted_average)
+    return carried + activity.submission_queue_sessions + _overflow_sessions(ctx)
+
+
+def suggested_io_workers(ctx: Context) -> int | None:
+    """Enough workers for the measured demand at the busy share the alert allows; at least
+    one more than now, at most what PostgreSQL accepts."""
+    workers, demand, t = ctx.summary.activity.io_workers, pool_demand(ctx), ctx.thresholds
+    if workers is None or demand is None:
+        return None
     return min(t.max_io_workers, max(workers + 1, math.ceil(demand / t.max_utilization)))
 
 
@@ -245,7 +272,7 @@ def io_worker_pool_saturated(ctx: Context) -> Finding | None:
     if not signals:
         return None
     t, activity = ctx.thresholds, ctx.summary.activity
-    workers = activity.io_workers
+    workers, demand = activity.io_workers, pool_demand(ctx)
     suggested = suggested_io_workers(ctx)
     said = {
         "utilization": f"io workers busy {units.percent(activity.io_worker_utilization)} of the"
@@ -256,17 +283,19 @@ def io_worker_pool_saturated(ctx: Context) -> Finding | None:
         " sessions reading by themselves (IO/DataFileRead), which PostgreSQL does when the io"
         " worker queue is full",
     }
-    advice = (
-        f"Raise io_workers from {workers} to {suggested}: the workers carried"
-        f" {units.sessions(activity.busy_io_workers or 0.0)} busy workers on average, plus"
-        f" {units.sessions(activity.submission_queue_sessions + activity.sync_read_sessions)}"
-        " sessions queueing or reading themselves; at"
-        f" {units.percent(t.max_utilization)} busy that needs {suggested}."
-        f" ALTER SYSTEM SET io_workers = {suggested}; SELECT pg_reload_conf(); (no restart),"
-        " then run the report again: if sessions still wait on reads, storage is the limit."
-        if suggested is not None
-        else "Raise io_workers (ALTER SYSTEM SET io_workers = ...; SELECT pg_reload_conf())."
-    )
+    if suggested is None or demand is None:
+        advice = "Raise io_workers (ALTER SYSTEM SET io_workers = ...; SELECT pg_reload_conf())."
+    else:
+        advice = (
+            f"Raise io_workers from {workers} to {suggested}. Measured: the pool was handed"
+            f" {units.sessions(demand)} workers' worth of I/O on average"
+            f" ({units.sessions(activity.submitted_average)} I/Os submitted and not done,"
+            f" {units.sessions(activity.busy_io_workers or 0.0)} workers busy); {suggested}"
+            f" workers carry that at {units.percent(t.max_utilization)} busy."
+            f" ALTER SYSTEM SET io_workers = {suggested}; SELECT pg_reload_conf(); (no"
+            " restart), then run the report again: if sessions still wait on reads, storage"
+            " is the limit."
+        )
     return Finding(
         "io_worker_pool_saturated",
         ctx.severity("PgAioWorkerPoolSaturated"),
@@ -281,6 +310,8 @@ def io_worker_pool_saturated(ctx: Context) -> Finding | None:
             "max_submission_queue_sessions": t.max_submission_queue_sessions,
             "sync_read_sessions": activity.sync_read_sessions,
             "max_sync_read_sessions": t.max_sync_read_sessions,
+            "submitted_io_average": activity.submitted_average,
+            "pool_demand_workers": demand,
             "suggested_io_workers": suggested,
         },
         advice,
@@ -455,16 +486,16 @@ def _why_not_combined(settings: Mapping[str, float]) -> str:
     if concurrency is not None and concurrency < 16:
         shared = settings.get("shared_buffers_bytes")
         reasons.append(
-            f"io_max_concurrency is {concurrency:g}, sized by PostgreSQL from shared_buffers"
-            f" ({units.size(shared) if shared else '?'}) and max_connections: too few reads in"
-            " flight per backend to combine. Raise shared_buffers, lower max_connections, or"
-            " set io_max_concurrency (restart)"
+            f"io_max_concurrency is {units.count(concurrency)}, sized by PostgreSQL from"
+            f" shared_buffers ({units.size(shared) if shared else '?'}) and max_connections:"
+            " too few reads in flight per backend to combine. Raise shared_buffers, lower"
+            " max_connections, or set io_max_concurrency (restart)"
         )
     effective = settings.get("effective_io_concurrency")
     if effective is not None and effective <= 1:
         reasons.append(
-            f"effective_io_concurrency is {effective:g}: read-ahead is off; raise it (16 is"
-            " the default)"
+            f"effective_io_concurrency is {units.count(effective)}: read-ahead is off; raise it"
+            " (16 is the default)"
         )
     if not reasons:
         return "The settings allow combining; check for concurrent scans of the same table."

@@ -22,6 +22,7 @@ from pg_aio_exporter.versions import PG18
 BLOCK_BYTES = 8192  # what one uncombined read covers (PostgreSQL's default block size)
 SUBMISSION_QUEUE = ("LWLock", "AioWorkerSubmissionQueue")
 SYNC_READ = ("IO", "DataFileRead")
+SUBMITTED = "SUBMITTED"  # pg_aios state
 
 
 @dataclass(frozen=True)
@@ -87,9 +88,10 @@ class Activity:
     io_workers: int | None = None  # in the last sample; None: none could be seen
     io_worker_slots: int = 0  # io workers summed over samples
     io_worker_busy: int = 0  # busy io workers summed over samples
-    in_flight: Mapping[str, int] = field(default_factory=dict)  # pg_aios handles by operation
+    # pg_aios handles summed over samples, by state and operation; most in one sample, by
+    # operation
+    in_flight: Mapping[tuple[str, str], int] = field(default_factory=dict)
     in_flight_max: Mapping[str, int] = field(default_factory=dict)
-    hidden: int = 0  # most processes hidden from this role in one sample
 
     def sessions(self, key: WaitKey) -> float:
         return self.wait_samples.get(key, 0) / self.samples if self.samples else 0.0
@@ -120,8 +122,9 @@ class Activity:
 
     @property
     def sync_read_sessions(self) -> float:
-        """Client backends reading by themselves (under io_method=worker: queue full, or a
-        single-block read PostgreSQL does in place)."""
+        """Client backends reading by themselves. Under io_method=worker, PostgreSQL 18 does so
+        when the io worker queue is full, and also for single-block reads it waits for at once
+        (index lookups), whatever the pool's load."""
         return self.sessions((CLIENT, *SYNC_READ))
 
     @property
@@ -132,8 +135,18 @@ class Activity:
     def busy_io_workers(self) -> float | None:
         return self.io_worker_busy / self.samples if self.io_worker_slots and self.samples else None
 
+    def operations(self) -> list[str]:
+        return sorted({op for _, op in self.in_flight} | set(self.in_flight_max))
+
     def in_flight_average(self, operation: str) -> float:
-        return self.in_flight.get(operation, 0) / self.samples if self.samples else 0.0
+        total = sum(n for (_, op), n in self.in_flight.items() if op == operation)
+        return total / self.samples if self.samples else 0.0
+
+    @property
+    def submitted_average(self) -> float:
+        """I/Os handed to the io method and not done yet (queued for or in an io worker)."""
+        total = sum(n for (state, _), n in self.in_flight.items() if state == SUBMITTED)
+        return total / self.samples if self.samples else 0.0
 
 
 @dataclass(frozen=True)

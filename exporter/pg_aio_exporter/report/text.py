@@ -19,12 +19,12 @@ INDENT = "  "
 
 # setting key (ServerFacts.settings) -> how it is shown
 SETTINGS = (
-    ("io_workers", "io_workers", str),
-    ("effective_io_concurrency", "effective_io_concurrency", str),
-    ("maintenance_io_concurrency", "maintenance_io_concurrency", str),
+    ("io_workers", "io_workers", units.count),
+    ("effective_io_concurrency", "effective_io_concurrency", units.count),
+    ("maintenance_io_concurrency", "maintenance_io_concurrency", units.count),
     ("io_combine_limit_bytes", "io_combine_limit", units.size),
     ("io_max_combine_limit_bytes", "io_max_combine_limit", units.size),
-    ("io_max_concurrency", "io_max_concurrency", str),
+    ("io_max_concurrency", "io_max_concurrency", units.count),
     ("shared_buffers_bytes", "shared_buffers", units.size),
 )
 FIGURE_NAMES = {
@@ -181,7 +181,7 @@ def _activity(activity: Activity, thresholds: Thresholds) -> list[str]:
             ],
             INDENT,
         )
-    operations = sorted({*activity.in_flight, *activity.in_flight_max})
+    operations = activity.operations()
     if operations:
         depth = "; ".join(
             f"{op} average {activity.in_flight_average(op):.2f}, max"

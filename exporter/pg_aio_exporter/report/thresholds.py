@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 SEVERITIES = ("ok", "info", "warning", "critical")
@@ -48,3 +49,12 @@ class Thresholds:
             min_uncounted_read_sessions=float(report["min_uncounted_read_sessions"]),
             max_io_workers=int(report["max_io_workers"]),
         )
+
+
+FILE = Path(__file__).resolve().parent.parent / "thresholds.yaml"
+
+
+def load() -> Thresholds:
+    import yaml  # noqa: PLC0415 (PyYAML only when a report is made)
+
+    return Thresholds.from_params(yaml.safe_load(FILE.read_text()))

@@ -22,6 +22,10 @@ def rate(per_second: float) -> str:
     return _g(per_second)
 
 
+def count(value: float) -> str:
+    return f"{value:g}"
+
+
 def sessions(average: float) -> str:
     return f"{average:.2f}"
 

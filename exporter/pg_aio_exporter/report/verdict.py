@@ -71,7 +71,7 @@ def storage(ctx: Context, found: dict[str, Finding]) -> str:
     share = activity.read_wait_share(ctx.thresholds.io_wait_events)
     waits = (
         f"{units.sessions(waiting)} sessions wait on reads on average"
-        f" ({units.percent(share) if share is not None else 'no'} active time)"
+        f" ({units.percent(share) + ' of' if share is not None else 'no'} active time)"
     )
     if "reads_not_yet_counted" in found:
         return f"Not judged from counted reads: {waits}, in reads pg_stat_io has not counted yet."
