@@ -28,6 +28,8 @@ from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
 # then costs one interval, not the window. One poll costs the server about what 2 samples do.
 POLL_EVERY = 10.0
 PROGRESS_EVERY = 1.0
+# PostgreSQL adds a backend's I/O to pg_stat_io when it goes idle, at most once a second.
+STATS_FLUSH = 1.1
 
 Progress = Callable[[float, int], None]  # seconds left, samples taken
 
@@ -40,6 +42,10 @@ class Recorder:
         self.server_rows: list[Row] = []
         self.settings_rows: list[Row] = []
         self.failures: dict[str, str] = {}  # collector -> the last message, in words
+
+    def start(self) -> None:
+        """Forget the reads seen so far: the window starts now."""
+        self.reads = ReadWindow()
 
     def polled(self, collector: str, rows: list[Row], read_at: float) -> None:
         if collector == pg_stat_io.PgStatIoCollector.name:
@@ -124,6 +130,12 @@ async def measure(
         tap=recorder,
     )
     await worker.connect()
+    # A new connection reads some 70 catalog blocks, and its first statements a few more:
+    # poll, wait, poll, and they are in pg_stat_io before the window's first poll.
+    await worker.poll()
+    await asyncio.sleep(STATS_FLUSH)
+    await worker.poll()
+    recorder.start()
     loop = asyncio.get_running_loop()
     started = time.time()
     end = loop.time() + duration

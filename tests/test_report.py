@@ -1,0 +1,468 @@
+"""`pg-aio-exporter report` against real servers: the acceptance cases of issue 18, each a real
+run of the command on a real PostgreSQL with a real workload (slow storage from the read-delay
+shim), its JSON checked against the documented schema.
+
+Reports run 10-15 s each; the slow servers are shared by the module.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import pty
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import psycopg
+import pytest
+
+import pgbins
+from harness import MONITOR_PASSWORD, wait_for
+from pg_aio_exporter.demo.server import LocalServer
+from pg_aio_exporter.demo.workload import ROWS_PER_MB, Workload, create_table
+from pg_aio_exporter.report.document import SCHEMA_FILE
+from slowread import SlowReads
+
+SCHEMA = json.loads(SCHEMA_FILE.read_text())
+TABLES = ("t0", "t1", "t2", "t3")  # one per scanning client (two scans of one table sync up)
+TABLE_MB = 16
+# A scan reads this much of its table, then commits: pg_stat_io counts a backend's reads when
+# its transaction ends, so scans must end within the window to be counted (reads_not_yet_counted
+# is the case where they do not).
+SCAN_ROWS = 2 * ROWS_PER_MB
+
+
+def run_report(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pg_aio_exporter", "report", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def report_json(*args: str) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
+    result = run_report(*args, "--format", "json")
+    assert result.returncode in (0, 1), result.stderr
+    doc = json.loads(result.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    return doc, result
+
+
+def findings(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {f["id"]: f for f in doc["findings"]}
+
+
+def serious(doc: dict[str, Any]) -> list[str]:
+    return [f["id"] for f in doc["findings"] if f["severity"] in ("warning", "critical")]
+
+
+@contextmanager
+def scanning(dsn: str, tables: tuple[str, ...], rows: int | None = SCAN_ROWS) -> Iterator[None]:
+    """One client per table, scanning it sequentially (`rows` of it per transaction) until the
+    block ends."""
+    stop = threading.Event()
+
+    def scan(table: str) -> None:
+        source = table if rows is None else f"(SELECT payload FROM {table} LIMIT {rows}) s"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("SET max_parallel_workers_per_gather = 0")
+            while not stop.is_set():
+                conn.execute(f"SELECT sum(length(payload)) FROM {source}").fetchone()
+
+    threads = [threading.Thread(target=scan, args=(t,)) for t in tables]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(1)  # every client connected and reading
+        yield
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+
+
+def set_io_workers(server: LocalServer, count: int) -> None:
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        conn.execute(f"ALTER SYSTEM SET io_workers = {count}")
+        conn.execute("SELECT pg_reload_conf()")
+
+        def running() -> bool:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'io worker'"
+            ).fetchone()
+            return row is not None and row[0] == count
+
+        wait_for(running, 10, f"{count} io workers")
+
+
+# --- PostgreSQL 18, healthy storage ------------------------------------------------------------
+
+
+def backend_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_healthy_storage_light_workload(pg18: LocalServer, tmp_path: Path):
+    """No warning; reads not storage-bound; one connection, whose CPU is measured."""
+    workload = Workload(pg18.dsn(), clients=1).start()
+    saved = tmp_path / "healthy.json"
+    connections: list[int] = []
+    cpu: dict[int, float] = {}
+    watching = threading.Event()
+
+    def watch() -> None:
+        with psycopg.connect(pg18.dsn(), autocommit=True) as conn:
+            while not watching.is_set():
+                pids = [
+                    row[0]
+                    for row in conn.execute(
+                        "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+                        ("pg_aio_exporter",),
+                    )
+                ]
+                connections.append(len(pids))
+                for pid in pids:
+                    with suppress(OSError):  # the backend ended between the two reads
+                        cpu[pid] = backend_cpu_seconds(pid)
+                time.sleep(0.25)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        result = run_report("--dsn", pg18.dsn(), "--duration", "12s", "--save", str(saved))
+    finally:
+        watching.set()
+        watcher.join()
+        workload.stop()
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "", "no progress and no log lines when stderr is not a terminal"
+    text = result.stdout
+    assert max(len(line) for line in text.splitlines()) <= 100
+    doc = json.loads(saved.read_text())
+    jsonschema.validate(doc, SCHEMA)
+    assert serious(doc) == [], doc["findings"]
+    assert doc["verdict"]["storage"].startswith("Reads are not storage-bound"), doc["verdict"]
+    assert doc["verdict"]["storage"] in " ".join(text.split())
+    total = doc["reads"]["total"]
+    assert total["reads_per_second"] >= 10
+    assert total["seconds_per_byte"] > 0
+    assert doc["server"]["io_method"] == "worker"
+    assert doc["activity"]["samples"] >= 10
+    assert doc["activity"]["io_workers"] == 3
+    assert max(connections) == 1 and 1 in connections, "the report is one connection"
+    (pid,) = cpu
+    print(f"[report] server CPU of the report's backend: {cpu[pid] * 1000:.0f} ms in 12 s")
+
+
+def test_idle_server_has_no_read_activity(pg18: LocalServer):
+    doc, result = report_json("--dsn", pg18.dsn(), "--duration", "10s")
+    assert result.returncode == 0
+    found = findings(doc)
+    assert "no_read_activity" in found, doc["reads"]
+    assert serious(doc) == []
+    assert "Not judged" in doc["verdict"]["reads"]
+
+
+def test_track_io_timing_off(pg18: LocalServer):
+    with psycopg.connect(pg18.dsn(), autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET track_io_timing = off")
+        conn.execute("SELECT pg_reload_conf()")
+    workload = Workload(pg18.dsn(), clients=1).start()
+    try:
+        doc, result = report_json("--dsn", pg18.dsn(), "--duration", "10s")
+    finally:
+        workload.stop()
+        with psycopg.connect(pg18.dsn(), autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM RESET track_io_timing")
+            conn.execute("SELECT pg_reload_conf()")
+    assert result.returncode == 0
+    assert "track_io_timing_off" in findings(doc)
+    total = doc["reads"]["total"]
+    assert total["reads"] > 0
+    # No latency invented: none measured, none shown.
+    assert total["read_time_seconds"] is None
+    assert total["seconds_per_read"] is None and total["seconds_per_byte"] is None
+    assert all(row["seconds_per_byte"] is None for row in doc["reads"]["rows"])
+    assert "not measured" in doc["verdict"]["reads"]
+
+
+def test_role_without_pg_monitor_says_what_it_could_not_see(pg18: LocalServer):
+    with psycopg.connect(pg18.dsn(), autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS report_plain")
+        conn.execute("CREATE ROLE report_plain LOGIN")
+    workload = Workload(pg18.dsn(), clients=1).start()
+    try:
+        doc, result = report_json("--dsn", pg18.dsn(user="report_plain"), "--duration", "10s")
+    finally:
+        workload.stop()
+    assert result.returncode == 0
+    unseen = " ".join(doc["not_visible"])
+    assert "pg_monitor" in unseen, doc["not_visible"]
+    assert "pg_aios" in unseen
+    assert doc["activity"]["io_workers"] is None
+    assert "not visible" in doc["verdict"]["io_workers"]
+    assert doc["reads"]["total"]["reads"] > 0, "pg_stat_io needs no privilege"
+
+
+def test_progress_on_a_terminal(pg18: LocalServer):
+    """Progress (time left, samples) goes to stderr only when it is a terminal."""
+    leader, follower = pty.openpty()
+    command = ["report", "--dsn", pg18.dsn(), "--duration", "10s", "--format", "json"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pg_aio_exporter", *command],
+        stdout=subprocess.PIPE,
+        stderr=follower,
+    )
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 1024)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    out, _ = proc.communicate(timeout=60)
+    os.close(leader)
+    assert proc.returncode == 0
+    assert b"left," in shown and b"samples taken" in shown, shown
+    assert json.loads(out)["schema"] == 1
+
+
+# --- slow storage ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slow18() -> Iterator[tuple[LocalServer, SlowReads]]:
+    server = LocalServer.create(
+        settings={
+            "shared_buffers": "16MB",
+            "track_io_timing": "on",
+            "io_method": "worker",
+            "io_workers": "16",
+        }
+    )
+    shim = SlowReads(server)
+    server.start()
+    for table in TABLES:
+        create_table(server.dsn(), TABLE_MB, table)
+    yield server, shim
+    server.destroy()
+
+
+def test_slow_storage_is_saturated(slow18: tuple[LocalServer, SlowReads]):
+    server, shim = slow18
+    set_io_workers(server, 16)  # enough workers: the wait is the storage's
+    shim.set_delay(25_000)
+    try:
+        with scanning(server.dsn(), TABLES):
+            doc, result = report_json(
+                "--dsn", server.dsn(), "--duration", "15s", "--fail-on", "warning"
+            )
+    finally:
+        shim.set_delay(0)
+    assert result.returncode == 1, "a warning with --fail-on warning"
+    found = findings(doc)
+    assert "storage_saturated" in found, doc["findings"]
+    evidence = found["storage_saturated"]["evidence"]
+    assert evidence["read_wait_sessions"] > 2
+    assert evidence["seconds_per_read"] > 0.020
+    assert evidence["reads_per_second"] >= 10
+    assert "io_worker_pool_saturated" not in found
+    assert doc["verdict"]["storage"].startswith("Storage is saturated")
+
+
+def test_one_io_worker_is_too_few(slow18: tuple[LocalServer, SlowReads]):
+    server, shim = slow18
+    set_io_workers(server, 1)
+    shim.set_delay(8_000)
+    try:
+        with scanning(server.dsn(), TABLES):
+            doc, result = report_json(
+                "--dsn", server.dsn(), "--duration", "12s", "--sample-interval", "500ms"
+            )
+    finally:
+        shim.set_delay(0)
+        set_io_workers(server, 3)
+    assert result.returncode == 0
+    pool = findings(doc)["io_worker_pool_saturated"]
+    evidence = pool["evidence"]
+    assert "utilization" in evidence["signals"]
+    assert evidence["io_workers"] == 1
+    assert evidence["io_worker_utilization"] > 0.8
+    # The advice names the value measured: the I/Os the pool was handed, at 80% busy.
+    suggested = evidence["suggested_io_workers"]
+    assert suggested == max(2, math.ceil(evidence["pool_demand_workers"] / 0.8))
+    assert evidence["pool_demand_workers"] >= evidence["io_worker_utilization"]
+    assert f"io_workers = {suggested}" in pool["advice"]
+    assert "Raise io_workers" in doc["verdict"]["io_workers"]
+
+
+# --- upgrade: PostgreSQL 17 then 18 on the same storage -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slow17() -> Iterator[tuple[LocalServer, SlowReads]]:
+    server = LocalServer.create(
+        bin_dir=pgbins.bin_dir("17"), settings={"shared_buffers": "16MB", "track_io_timing": "on"}
+    )
+    shim = SlowReads(server)
+    server.start()
+    for table in TABLES[:2]:
+        create_table(server.dsn(), TABLE_MB, table)
+    yield server, shim
+    server.destroy()
+
+
+UPGRADE_STORAGE_US = 500  # an SSD-like wait per read, on both servers
+
+
+def test_upgrade_comparison(
+    slow17: tuple[LocalServer, SlowReads], slow18: tuple[LocalServer, SlowReads], tmp_path: Path
+):
+    before = tmp_path / "pg17.json"
+    server17, shim17 = slow17
+    shim17.set_delay(UPGRADE_STORAGE_US)
+    with scanning(server17.dsn(), TABLES[:2], rows=None):
+        doc17, result = report_json(
+            "--dsn", server17.dsn(), "--duration", "12s", "--save", str(before)
+        )
+    assert result.returncode == 0
+    assert doc17["server"]["version_num"] // 10000 == 17
+    assert doc17["reads"]["total"]["read_size_bytes"] == 8192
+
+    server18, shim18 = slow18
+    set_io_workers(server18, 3)
+    shim18.set_delay(UPGRADE_STORAGE_US)
+    try:
+        with scanning(server18.dsn(), TABLES[:2], rows=None):
+            same, result = report_json(
+                "--dsn", server18.dsn(), "--duration", "12s", "--baseline", str(before)
+            )
+        # The same comparison once PostgreSQL 18's storage is several times slower.
+        shim18.set_delay(UPGRADE_STORAGE_US * 8)
+        with scanning(server18.dsn(), TABLES[:2], rows=None):
+            slower, _ = report_json(
+                "--dsn", server18.dsn(), "--duration", "12s", "--baseline", str(before)
+            )
+    finally:
+        shim18.set_delay(0)
+    whole = same["comparison"]["rows"][0]
+    assert whole["backend_type"] is None
+    size = whole["figures"]["read_size_bytes"]
+    assert size["before"] == 8192 and size["after"] > 8192, size
+    assert "read_latency_regression" not in findings(same), same["findings"]
+    per_byte = whole["figures"]["seconds_per_byte"]
+    assert per_byte["ratio"] <= 3, per_byte
+    assert same["comparison"]["baseline"]["version"].startswith("17.")
+
+    regression = findings(slower)["read_latency_regression"]
+    assert regression["evidence"]["ratio"] > 3, regression
+    assert "regression" in slower["verdict"]["reads"]
+
+
+# --- bad input, unreachable servers ------------------------------------------------------------
+
+
+def assert_one_line(result: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:
+    assert result.returncode == code, result
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "error: " in lines[0]
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    assert result.stdout == ""
+
+
+DSN = "host=127.0.0.1 port=1 user=x"  # valid, never reached: input is checked before connecting
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (("--dsn", DSN, "--no-such-flag"), ("--no-such-flag",)),
+        (("--dsn", DSN, "--duration", "5s"), ("--duration", "10s..24h")),
+        (("--dsn", DSN, "--duration", "two minutes"), ("--duration",)),
+        (("--dsn", DSN, "--duration", "-1m"), ("--duration",)),
+        (("--dsn", DSN, "--duration", "25h"), ("--duration",)),
+        (("--dsn", DSN, "--sample-interval", "50ms"), ("--sample-interval",)),
+        (("--dsn", DSN, "--format", "yaml"), ("--format",)),
+        (("--dsn", DSN, "--fail-on", "info"), ("--fail-on",)),
+        (("--dsn", DSN, "--target", "x"), ("--target needs --config",)),
+        (("--dsn", "host=x port=notaport"), ("port",)),
+        ((), ("DATA_SOURCE_NAME",)),
+        (("--dsn", DSN, "--save", "/nonexistent-dir/r.json"), ("--save",)),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], needles: tuple[str, ...]):
+    env = {"DATA_SOURCE_NAME": ""}
+    assert_one_line(run_report(*args, env=env), 2, *needles)
+
+
+def baseline_file(tmp_path: Path, kind: str) -> str:
+    path = tmp_path / "baseline.json"
+    if kind == "missing":
+        return str(tmp_path / "nowhere.json")
+    if kind == "unreadable":
+        return str(tmp_path)  # a directory: readable by nobody as a file, root included
+    if kind == "corrupt":
+        path.write_text('{"schema": 1, "kind": "pg-aio-exporter report", "window": {')
+    if kind == "foreign":
+        path.write_text(json.dumps({"dashboard": {"title": "not a report"}}))
+    return str(path)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("kind", "needle"),
+    [
+        ("missing", "No such file"),
+        ("unreadable", "Is a directory"),
+        ("corrupt", "not valid JSON"),
+        ("foreign", "not a pg-aio-exporter report"),
+    ],
+)
+def test_bad_baseline_is_one_line_and_exit_2(tmp_path: Path, kind: str, needle: str):
+    result = run_report("--dsn", DSN, "--baseline", baseline_file(tmp_path, kind))
+    assert_one_line(result, 2, "baseline", needle)
+
+
+@pytest.mark.unit
+def test_config_target_selection(tmp_path: Path):
+    config = tmp_path / "targets.yaml"
+    config.write_text(
+        "targets:\n  - {name: a, dsn: 'host=127.0.0.1 port=1'}\n"
+        "  - {name: b, dsn: 'host=127.0.0.1 port=1'}\n"
+    )
+    assert_one_line(run_report("--config", str(config)), 2, "give --target", "a, b")
+    assert_one_line(run_report("--config", str(config), "--target", "c"), 2, "no target 'c'")
+    # The right target is chosen, then found unreachable.
+    result = run_report("--config", str(config), "--target", "b", "--duration", "10s")
+    assert_one_line(result, 1, "127.0.0.1:1", "server unreachable")
+
+
+@pytest.mark.unit
+def test_unreachable_server_is_exit_1():
+    result = run_report("--duration", "10s", env={"DATA_SOURCE_NAME": DSN})
+    assert_one_line(result, 1, "cannot connect to 127.0.0.1:1", "server unreachable")
+
+
+def test_login_refused_is_exit_1_without_the_password(pw_server: LocalServer):
+    wrong = "Wr0ng-" + MONITOR_PASSWORD
+    result = run_report("--dsn", pw_server.dsn(user="monitor", password=wrong), "--duration", "10s")
+    assert_one_line(result, 1, "login refused", "password authentication failed")
+    assert wrong not in result.stderr
