@@ -125,3 +125,12 @@ def test_version():
     result = run("--version")
     assert result.returncode == 0
     assert result.stdout.startswith("pg-aio-exporter ")
+
+
+def test_unknown_collector():
+    assert_config_error(run("--dsn", "host=x", "--no-collector.pg_stat_bogus"), "pg_stat_bogus")
+
+
+@pytest.mark.parametrize("value", ["0s-1", "-0", "0x"])
+def test_sampling_off_is_exactly_zero(value: str):
+    assert_config_error(run("--dsn", "host=x", "--sample-interval", value), "--sample-interval")

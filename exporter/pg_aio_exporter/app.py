@@ -10,10 +10,11 @@ import contextlib
 import logging
 import signal
 import socket
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from pg_aio_exporter import __version__
+from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.config.webconfig import WebConfig
@@ -33,10 +34,16 @@ class Options:
     sample_interval: float
     timeout: float
     web: WebConfig
+    # Names of the enabled collectors (collectors/registry.py); a sample_interval of 0 turns
+    # every sample collector off.
+    collectors: frozenset[str] = field(default_factory=lambda: frozenset(registry.names()))
 
 
-async def run_exporter(targets: Sequence[Target], options: Options) -> None:
-    """Serve until cancelled or signalled; ConfigError if the address cannot be bound."""
+async def run_exporter(
+    targets: Sequence[Target], options: Options, ready: Callable[[], None] | None = None
+) -> None:
+    """Serve until cancelled or signalled; ConfigError if the address cannot be bound.
+    `ready` is called once the address is bound."""
     selfmetrics = SelfMetrics()
     exposition = Exposition(selfmetrics)
     host, port = options.listen
@@ -48,6 +55,8 @@ async def run_exporter(targets: Sequence[Target], options: Options) -> None:
         "listening",
         extra={"address": f"{host or '*'}:{port}", "targets": len(targets), "version": __version__},
     )
+    if ready is not None:
+        ready()
     workers = [
         TargetWorker(
             t,
@@ -56,6 +65,7 @@ async def run_exporter(targets: Sequence[Target], options: Options) -> None:
             poll_interval=options.poll_interval,
             sample_interval=options.sample_interval,
             timeout=options.timeout,
+            collectors=options.collectors,
         )
         for t in targets
     ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import NoReturn
 
 from pg_aio_exporter import __version__, logs
 from pg_aio_exporter.app import Options, run_exporter
+from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import Target, load_config, parse_duration, target_from_dsn
 from pg_aio_exporter.config.webconfig import WebConfig, load_web_config
@@ -26,6 +28,7 @@ from pg_aio_exporter.web.server import parse_listen_address
 
 PROG = "pg-aio-exporter"
 MIN_SAMPLE, MAX_SAMPLE = 0.1, 60.0
+_ZERO = re.compile(r"0+(\.0*)?(ms|s|m|h)?")  # --sample-interval 0: no sampling
 MAX_TIMEOUT = 600.0  # statement_timeout is an int of milliseconds; no poll needs minutes
 MIN_REPORT, MAX_REPORT = 10.0, 86400.0  # the report's --duration: enough samples, within a day
 DEFAULT_LISTEN = ":9188"  # postgres_exporter owns 9187; the two often run side by side
@@ -67,13 +70,22 @@ def add_common_flags(parser: argparse.ArgumentParser, *, poll_default: str) -> N
     parser.add_argument(
         "--sample-interval",
         default="1s",
-        help="how often wait events, io workers and pg_aios are sampled, 100ms..60s (default 1s)",
+        help="how often wait events, io workers and pg_aios are sampled, 100ms..60s, or 0 to"
+        " turn sampling off (default 1s)",
     )
     parser.add_argument(
         "--timeout",
         default="5s",
         help="connect and statement timeout towards PostgreSQL (default 5s)",
     )
+    for name in registry.names():
+        parser.add_argument(
+            f"--collector.{name}",
+            dest=f"collector_{name}",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help=f"read the {name} view (--no-collector.{name} turns it off; default on)",
+        )
     parser.add_argument("--log.level", dest="log_level", choices=logs.LEVELS, default="info")
     parser.add_argument("--log.format", dest="log_format", choices=logs.FORMATS, default="logfmt")
 
@@ -82,18 +94,26 @@ def options_from(args: argparse.Namespace) -> Options:
     try:
         listen = parse_listen_address(args.listen)
         poll = parse_duration(args.poll_interval, what="--poll-interval")
-        sample = parse_duration(args.sample_interval, what="--sample-interval")
+        sample = (
+            0.0
+            if _ZERO.fullmatch(args.sample_interval.strip())
+            else parse_duration(args.sample_interval, what="--sample-interval")
+        )
         timeout = parse_duration(args.timeout, what="--timeout")
         web = load_web_config(args.web_config) if args.web_config else WebConfig()
     except ConfigError as exc:
         fail(str(exc))
     if timeout > MAX_TIMEOUT:
         fail(f"invalid --timeout {args.timeout!r}: at most 10m")
-    if not MIN_SAMPLE <= sample <= MAX_SAMPLE:
-        fail(f"invalid --sample-interval {args.sample_interval!r}: must be within 100ms..60s")
+    if sample and not MIN_SAMPLE <= sample <= MAX_SAMPLE:
+        fail(
+            f"invalid --sample-interval {args.sample_interval!r}: must be within 100ms..60s,"
+            " or 0 (off)"
+        )
     if not args.metrics_path.startswith("/") or args.metrics_path in ("/", "/healthz"):
         fail(f"invalid --web.telemetry-path {args.metrics_path!r}")
-    return Options(listen, args.metrics_path, poll, sample, timeout, web)
+    enabled = frozenset(name for name in registry.names() if getattr(args, f"collector_{name}"))
+    return Options(listen, args.metrics_path, poll, sample, timeout, web, enabled)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,7 +6,7 @@ listed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from pg_aio_exporter.collectors import activity, pg_aios, pg_stat_io, server, settings
 from pg_aio_exporter.collectors.base import PollCollector, SampleCollector
@@ -22,12 +22,18 @@ SAMPLE: dict[str, Callable[[], SampleCollector]] = {
 }
 
 
-def poll_collectors() -> list[PollCollector]:
-    return [create() for create in POLL.values()]
+def names() -> list[str]:
+    return [*POLL, *SAMPLE]
 
 
-def sample_collectors() -> list[SampleCollector]:
-    return [create() for create in SAMPLE.values()]
+def poll_collectors(enabled: Collection[str] | None = None) -> list[PollCollector]:
+    """New poll collectors, all of them or those named in `enabled`."""
+    return [create() for name, create in POLL.items() if enabled is None or name in enabled]
+
+
+def sample_collectors(enabled: Collection[str] | None = None) -> list[SampleCollector]:
+    """New sample collectors, all of them or those named in `enabled`."""
+    return [create() for name, create in SAMPLE.items() if enabled is None or name in enabled]
 
 
 def labels() -> set[str]:

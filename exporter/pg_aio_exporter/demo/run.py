@@ -26,13 +26,16 @@ def run_demo(options: Options, *, table_mb: int, io_method: str, clients: int) -
         create_table(server.dsn(), table_mb)
         workload = Workload(server.dsn(), clients=clients).start()
         host, port = options.listen
-        print(
-            f"pg_aio_exporter demo: metrics at http://{host or 'localhost'}:{port}"
-            f"{options.metrics_path}  (PostgreSQL on 127.0.0.1:{server.port},"
-            " Ctrl-C to stop)",
-            flush=True,
-        )
-        asyncio.run(run_exporter([target_from_dsn(server.dsn())], options))
+        url = f"http://{host or 'localhost'}:{port}{options.metrics_path}"
+
+        def serving() -> None:
+            print(
+                f"pg_aio_exporter demo: metrics at {url}  (PostgreSQL on 127.0.0.1:{server.port},"
+                " Ctrl-C to stop)",
+                flush=True,
+            )
+
+        asyncio.run(run_exporter([target_from_dsn(server.dsn())], options, ready=serving))
     except KeyboardInterrupt:
         pass
     finally:

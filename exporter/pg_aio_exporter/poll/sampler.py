@@ -13,9 +13,9 @@ from pg_aio_exporter.expose.metricset import MetricSet
 
 
 class Sampler:
-    def __init__(self) -> None:
+    def __init__(self, collectors: list[SampleCollector] | None = None) -> None:
         self.samples = 0
-        self.collectors: list[SampleCollector] = registry.sample_collectors()
+        self.collectors = registry.sample_collectors() if collectors is None else collectors
 
     def roll_window(self) -> None:
         """Close the poll interval that just ended."""

@@ -12,7 +12,7 @@ import logging
 import math
 import time
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Protocol, TypeVar
 
 import psycopg
@@ -78,8 +78,11 @@ class TargetWorker:
         poll_interval: float,
         sample_interval: float,
         timeout: float,
+        collectors: Collection[str] | None = None,
         tap: Tap | None = None,
     ) -> None:
+        """`sample_interval` 0 turns sampling off; `collectors` names the enabled ones (all
+        when None); `tap` listens beside the exposition."""
         self.target = target
         self._exposition = exposition
         self._self = selfmetrics
@@ -88,8 +91,9 @@ class TargetWorker:
         self._timeout = timeout
         self._tap = tap
         self._base_labels = {"target": target.name, **target.labels}
-        self._collectors: list[PollCollector] = registry.poll_collectors()
-        self._sampler = Sampler()
+        self._collectors: list[PollCollector] = registry.poll_collectors(collectors)
+        sampled = registry.sample_collectors(collectors) if sample_interval else []
+        self._sampler = Sampler(sampled) if sampled else None
         self._conn: Connection | None = None
         self._statements: dict[str, str] = {}  # SQL -> what to send: EXECUTE name, or the SQL
         # Collector -> kind of its current failure streak: one log line when a streak starts
@@ -98,7 +102,7 @@ class TargetWorker:
         self._unsupported_logged = False
 
     @property
-    def sampler(self) -> Sampler:
+    def sampler(self) -> Sampler | None:
         return self._sampler
 
     def _log_fields(self, **extra: object) -> dict[str, object]:
@@ -109,7 +113,8 @@ class TargetWorker:
         the last poll at `until` closes the window (the report's)."""
         loop = asyncio.get_running_loop()
         # The first poll at once (pg_up without waiting), the next ones on the target's grid.
-        next_poll = next_sample = loop.time()
+        next_poll = loop.time()
+        next_sample = next_poll if self._sampler is not None else math.inf
         grid = next_poll + poll_phase(self.target.name, self._poll_interval) - self._poll_interval
         backoff = 0.0
         end = math.inf if until is None else until
@@ -120,7 +125,8 @@ class TargetWorker:
                     return
                 if loop.time() >= next_poll:
                     reached = await self._guarded(self.poll)
-                    self._sampler.roll_window()
+                    if self._sampler is not None:
+                        self._sampler.roll_window()
                     self._publish_samples(current=reached)
                     if reached:
                         backoff = 0.0
@@ -188,7 +194,9 @@ class TargetWorker:
 
     def _queries(self, version: int) -> list[str]:
         """Every statement this server version gets, polls and samples."""
-        collectors: list[Collector] = [*self._collectors, *self._sampler.collectors]
+        collectors: list[Collector] = [*self._collectors]
+        if self._sampler is not None:
+            collectors += self._sampler.collectors
         return [sql for _, sql in _runnable(collectors, version)]
 
     async def _disconnect(self) -> None:
@@ -283,10 +291,10 @@ class TargetWorker:
         A failure of any view voids the whole sample (it is not counted, so every sampled
         counter keeps the same denominator), except a view this role may not read at all:
         that one is left out of every sample, and the others go on."""
-        conn = self._conn
-        assert conn is not None
+        conn, sampler = self._conn, self._sampler
+        assert conn is not None and sampler is not None
         version = conn.info.server_version
-        runnable = _runnable(self._sampler.collectors, version)
+        runnable = _runnable(sampler.collectors, version)
         started = time.perf_counter()
         try:
             async with client_timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
@@ -309,7 +317,7 @@ class TargetWorker:
         if void:
             self._publish_samples(current=False)
             return False
-        self._sampler.samples += 1
+        sampler.samples += 1
         for collector, rows in answered:
             hidden = collector.observe(rows, version)
             if hidden:
@@ -320,6 +328,8 @@ class TargetWorker:
         return True
 
     def _publish_samples(self, *, current: bool) -> None:
+        if self._sampler is None:
+            return
         out = MetricSet(self._base_labels)
         self._sampler.collect(out, current=current)
         self._exposition.publish(self.target.name, "sample", out.families())

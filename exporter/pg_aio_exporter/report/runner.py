@@ -99,10 +99,10 @@ def activity(sampler: Sampler, sample_interval: float) -> Activity:
     )
 
 
-async def _report_progress(worker: TargetWorker, end: float, progress: Progress) -> None:
+async def _report_progress(sampler: Sampler, end: float, progress: Progress) -> None:
     loop = asyncio.get_running_loop()
     while True:
-        progress(max(0.0, end - loop.time()), worker.sampler.samples)
+        progress(max(0.0, end - loop.time()), sampler.samples)
         await asyncio.sleep(PROGRESS_EVERY)
 
 
@@ -129,6 +129,8 @@ async def measure(
         timeout=timeout,
         tap=recorder,
     )
+    sampler = worker.sampler
+    assert sampler is not None, "the report always samples"
     await worker.connect()
     # A new connection reads some 70 catalog blocks, and its first statements a few more:
     # poll, wait, poll, and they are in pg_stat_io before the window's first poll.
@@ -139,9 +141,9 @@ async def measure(
     loop = asyncio.get_running_loop()
     started = time.time()
     end = loop.time() + duration
-    shown = (
-        None if progress is None else asyncio.create_task(_report_progress(worker, end, progress))
-    )
+    shown = None
+    if progress is not None:
+        shown = asyncio.create_task(_report_progress(sampler, end, progress))
     try:
         await worker.run(until=end)
     finally:
@@ -157,7 +159,7 @@ async def measure(
         rows=recorder.reads.rows,
         read_seconds=recorder.reads.seconds,
         timed=recorder.reads.timed,
-        activity=activity(worker.sampler, sample_interval),
+        activity=activity(sampler, sample_interval),
         resets=tuple(recorder.reads.resets),
         restarts=recorder.reads.restarts,
         not_visible=tuple(f"{c}: {m}" for c, m in sorted(recorder.failures.items())),
