@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import subprocess
 import time
@@ -43,6 +44,19 @@ def test_demo_serves_growing_bulkread_reads_and_cleans_up(tmp_path: Path):
         first = wait_for(reads, 30, "bulkread reads")
         time.sleep(3)
         assert reads() > first
+        # The report command it prints works as printed, from the README's directory.
+        command = re.search(r"report on it, in another terminal: (.+)", log_path.read_text())
+        assert command, log_path.read_text()
+        report = subprocess.run(
+            [*shlex.split(command.group(1)), "--duration", "10s"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert report.returncode == 0, report.stderr
+        assert "Reads are not storage-bound" in " ".join(report.stdout.split())
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(60)
