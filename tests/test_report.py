@@ -92,10 +92,15 @@ def scanning(dsn: str, tables: tuple[str, ...], rows: int | None = SCAN_ROWS) ->
             thread.join(60)
 
 
-def set_io_workers(server: LocalServer, count: int) -> None:
+def sql(server: LocalServer, *statements: str) -> None:
     with psycopg.connect(server.dsn(), autocommit=True) as conn:
-        conn.execute(f"ALTER SYSTEM SET io_workers = {count}")
-        conn.execute("SELECT pg_reload_conf()")
+        for statement in statements:
+            conn.execute(statement)
+
+
+def set_io_workers(server: LocalServer, count: int) -> None:
+    sql(server, f"ALTER SYSTEM SET io_workers = {count}", "SELECT pg_reload_conf()")
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
 
         def running() -> bool:
             row = conn.execute(
@@ -175,18 +180,23 @@ def test_idle_server_has_no_read_activity(pg18: LocalServer):
     assert "Not judged" in doc["verdict"]["reads"]
 
 
-def test_track_io_timing_off(pg18: LocalServer):
-    with psycopg.connect(pg18.dsn(), autocommit=True) as conn:
-        conn.execute("ALTER SYSTEM SET track_io_timing = off")
-        conn.execute("SELECT pg_reload_conf()")
-    workload = Workload(pg18.dsn(), clients=1).start()
+def report_under_load(
+    server: LocalServer, dsn: str
+) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
+    """A 10 s report while the demo's workload (one client) reads."""
+    workload = Workload(server.dsn(), clients=1).start()
     try:
-        doc, result = report_json("--dsn", pg18.dsn(), "--duration", "10s")
+        return report_json("--dsn", dsn, "--duration", "10s")
     finally:
         workload.stop()
-        with psycopg.connect(pg18.dsn(), autocommit=True) as conn:
-            conn.execute("ALTER SYSTEM RESET track_io_timing")
-            conn.execute("SELECT pg_reload_conf()")
+
+
+def test_track_io_timing_off(pg18: LocalServer):
+    sql(pg18, "ALTER SYSTEM SET track_io_timing = off", "SELECT pg_reload_conf()")
+    try:
+        doc, result = report_under_load(pg18, pg18.dsn())
+    finally:
+        sql(pg18, "ALTER SYSTEM RESET track_io_timing", "SELECT pg_reload_conf()")
     assert result.returncode == 0
     assert "track_io_timing_off" in findings(doc)
     total = doc["reads"]["total"]
@@ -199,14 +209,8 @@ def test_track_io_timing_off(pg18: LocalServer):
 
 
 def test_role_without_pg_monitor_says_what_it_could_not_see(pg18: LocalServer):
-    with psycopg.connect(pg18.dsn(), autocommit=True) as conn:
-        conn.execute("DROP ROLE IF EXISTS report_plain")
-        conn.execute("CREATE ROLE report_plain LOGIN")
-    workload = Workload(pg18.dsn(), clients=1).start()
-    try:
-        doc, result = report_json("--dsn", pg18.dsn(user="report_plain"), "--duration", "10s")
-    finally:
-        workload.stop()
+    sql(pg18, "DROP ROLE IF EXISTS report_plain", "CREATE ROLE report_plain LOGIN")
+    doc, result = report_under_load(pg18, pg18.dsn(user="report_plain"))
     assert result.returncode == 0
     unseen = " ".join(doc["not_visible"])
     assert "pg_monitor" in unseen, doc["not_visible"]
@@ -263,17 +267,26 @@ def slow18() -> Iterator[tuple[LocalServer, SlowReads]]:
     server.destroy()
 
 
-def test_slow_storage_is_saturated(slow18: tuple[LocalServer, SlowReads]):
-    server, shim = slow18
-    set_io_workers(server, 16)  # enough workers: the wait is the storage's
-    shim.set_delay(25_000)
+def report_while_scanning(
+    slow: tuple[LocalServer, SlowReads],
+    delay_us: int,
+    *args: str,
+    tables: tuple[str, ...] = TABLES,
+    rows: int | None = SCAN_ROWS,
+) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
+    """A report while one client per table scans, each read slowed by `delay_us`."""
+    server, shim = slow
+    shim.set_delay(delay_us)
     try:
-        with scanning(server.dsn(), TABLES):
-            doc, result = report_json(
-                "--dsn", server.dsn(), "--duration", "15s", "--fail-on", "warning"
-            )
+        with scanning(server.dsn(), tables, rows):
+            return report_json("--dsn", server.dsn(), *args)
     finally:
         shim.set_delay(0)
+
+
+def test_slow_storage_is_saturated(slow18: tuple[LocalServer, SlowReads]):
+    set_io_workers(slow18[0], 16)  # enough workers: the wait is the storage's
+    doc, result = report_while_scanning(slow18, 25_000, "--duration", "15s", "--fail-on", "warning")
     assert result.returncode == 1, "a warning with --fail-on warning"
     found = findings(doc)
     assert "storage_saturated" in found, doc["findings"]
@@ -286,17 +299,10 @@ def test_slow_storage_is_saturated(slow18: tuple[LocalServer, SlowReads]):
 
 
 def test_one_io_worker_is_too_few(slow18: tuple[LocalServer, SlowReads]):
-    server, shim = slow18
-    set_io_workers(server, 1)
-    shim.set_delay(8_000)
-    try:
-        with scanning(server.dsn(), TABLES):
-            doc, result = report_json(
-                "--dsn", server.dsn(), "--duration", "12s", "--sample-interval", "500ms"
-            )
-    finally:
-        shim.set_delay(0)
-        set_io_workers(server, 3)
+    set_io_workers(slow18[0], 1)
+    doc, result = report_while_scanning(
+        slow18, 8_000, "--duration", "12s", "--sample-interval", "500ms"
+    )
     assert result.returncode == 0
     pool = findings(doc)["io_worker_pool_saturated"]
     evidence = pool["evidence"]
@@ -334,32 +340,19 @@ def test_upgrade_comparison(
     slow17: tuple[LocalServer, SlowReads], slow18: tuple[LocalServer, SlowReads], tmp_path: Path
 ):
     before = tmp_path / "pg17.json"
-    server17, shim17 = slow17
-    shim17.set_delay(UPGRADE_STORAGE_US)
-    with scanning(server17.dsn(), TABLES[:2], rows=None):
-        doc17, result = report_json(
-            "--dsn", server17.dsn(), "--duration", "12s", "--save", str(before)
-        )
+    both = {"tables": TABLES[:2], "rows": None}  # whole scans, the same data on both
+    doc17, result = report_while_scanning(
+        slow17, UPGRADE_STORAGE_US, "--duration", "12s", "--save", str(before), **both
+    )
     assert result.returncode == 0
     assert doc17["server"]["version_num"] // 10000 == 17
     assert doc17["reads"]["total"]["read_size_bytes"] == 8192
 
-    server18, shim18 = slow18
-    set_io_workers(server18, 3)
-    shim18.set_delay(UPGRADE_STORAGE_US)
-    try:
-        with scanning(server18.dsn(), TABLES[:2], rows=None):
-            same, result = report_json(
-                "--dsn", server18.dsn(), "--duration", "12s", "--baseline", str(before)
-            )
-        # The same comparison once PostgreSQL 18's storage is several times slower.
-        shim18.set_delay(UPGRADE_STORAGE_US * 8)
-        with scanning(server18.dsn(), TABLES[:2], rows=None):
-            slower, _ = report_json(
-                "--dsn", server18.dsn(), "--duration", "12s", "--baseline", str(before)
-            )
-    finally:
-        shim18.set_delay(0)
+    set_io_workers(slow18[0], 3)  # the default
+    compare = ("--duration", "12s", "--baseline", str(before))
+    same, result = report_while_scanning(slow18, UPGRADE_STORAGE_US, *compare, **both)
+    # The same comparison once PostgreSQL 18's storage is several times slower.
+    slower, _ = report_while_scanning(slow18, UPGRADE_STORAGE_US * 8, *compare, **both)
     whole = same["comparison"]["rows"][0]
     assert whole["backend_type"] is None
     size = whole["figures"]["read_size_bytes"]

@@ -22,7 +22,7 @@ from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import Target, load_config, parse_duration, target_from_dsn
 from pg_aio_exporter.config.webconfig import WebConfig, load_web_config
 from pg_aio_exporter.report.command import ReportOptions, SaveFailed, Unreachable, run_report
-from pg_aio_exporter.report.document import BaselineError, load_baseline
+from pg_aio_exporter.report.document import load_baseline
 from pg_aio_exporter.report.outcome import FAIL_ON
 from pg_aio_exporter.web.server import parse_listen_address
 
@@ -224,7 +224,7 @@ def report_options(args: argparse.Namespace) -> ReportOptions:
         sample = parse_duration(args.sample_interval, what="--sample-interval")
         timeout = parse_duration(args.timeout, what="--timeout")
         baseline = load_baseline(args.baseline) if args.baseline else None
-    except (ConfigError, BaselineError) as exc:
+    except ConfigError as exc:
         fail(str(exc))
     if not MIN_REPORT <= duration <= MAX_REPORT:
         fail(f"invalid --duration {args.duration!r}: must be within 10s..24h")

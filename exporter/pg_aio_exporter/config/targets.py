@@ -16,7 +16,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pg_aio_exporter.collectors import registry
-from pg_aio_exporter.config import ConfigError
+from pg_aio_exporter.config import ConfigError, read_text_file
 from pg_aio_exporter.expose.selfmetrics import LABELS as SELF_METRIC_LABELS
 from pg_aio_exporter.redact import scrub
 
@@ -160,12 +160,7 @@ def load_config(path: str) -> list[Target]:
     """Read a YAML file: {targets: [{name, dsn | dsn_file, password_file?, labels?}, ...]}."""
     import yaml  # noqa: PLC0415 (PyYAML costs 1 MB of RSS: only when a file is read)
 
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"config file {path} is not UTF-8 text") from None
+    text = read_text_file(path, "config file")
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:

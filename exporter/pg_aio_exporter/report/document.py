@@ -16,6 +16,7 @@ from typing import Any
 from pg_aio_exporter import __version__
 from pg_aio_exporter.collectors.activity import WaitKey
 from pg_aio_exporter.collectors.intervals import LabelKey, ReadCounters
+from pg_aio_exporter.config import ConfigError, read_text_file
 from pg_aio_exporter.report.compare import RowComparison
 from pg_aio_exporter.report.outcome import Report
 from pg_aio_exporter.report.summary import Activity, Reads, ServerFacts, Summary
@@ -27,7 +28,7 @@ KIND = "pg-aio-exporter report"
 SCHEMA_FILE = Path(__file__).with_name("schema.json")
 
 
-class BaselineError(Exception):
+class BaselineError(ConfigError):
     """A baseline file that cannot be used; str() is one printable line."""
 
 
@@ -255,12 +256,7 @@ def from_json(doc: Mapping[str, Any]) -> Summary:
 
 
 def load_baseline(path: str) -> Summary:
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise BaselineError(f"cannot read baseline {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise BaselineError(f"baseline {path} is not a report: not UTF-8 text") from None
+    text = read_text_file(path, "baseline")
     try:
         doc = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
