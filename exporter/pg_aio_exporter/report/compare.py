@@ -61,10 +61,14 @@ def compare_reads(before: Reads, after: Reads, key: LabelKey | None) -> RowCompa
     return RowComparison(key, {n: Change(figure(before, n), figure(after, n)) for n in FIGURES})
 
 
-def compare(before: Summary, after: Summary) -> list[RowComparison]:
-    """The whole server first, then every row that read in both windows."""
+def compare(before: Summary, after: Summary, min_reads_per_second: float) -> list[RowComparison]:
+    """The whole server first, then every row that read at least `min_reads_per_second` in both
+    windows: a few reads a minute make ratios of noise."""
     rows = [compare_reads(before.total, after.total, None)]
     for key in after.reading_rows():
-        if key in before.rows and before.rows[key].reads > 0:
-            rows.append(compare_reads(before.reads(key), after.reads(key), key))
+        if key not in before.rows:
+            continue
+        then, now = before.reads(key), after.reads(key)
+        if min(then.reads_per_second, now.reads_per_second) >= min_reads_per_second:
+            rows.append(compare_reads(then, now, key))
     return rows

@@ -388,6 +388,19 @@ def read_latency_regression(ctx: Context) -> Finding | None:
     if found is None or not ctx.enough_reads or found[2] <= factor:
         return None
     now, before, ratio = found
+    advice = (
+        "Per byte, so larger combined reads cannot cause this: storage or contention got"
+        " slower. Compare the io_method, io_workers and sampled waits of the two runs, and the"
+        " volume's limits."
+    )
+    then = ctx.baseline.server.io_method if ctx.baseline is not None else None
+    if ctx.summary.server.io_method == "worker" and then != "worker" and not _pool_busy(ctx):
+        advice += (
+            f" The baseline read without io workers (io_method {then or 'none'}) and this"
+            " pool is not busy: the added wait is the hand-off of each read to an io worker and"
+            " back, which fast storage (page cache, NVMe) and a loaded CPU make dominant. Try"
+            " io_method = 'sync' (or io_uring, where available; restart) and compare again."
+        )
     return Finding(
         "read_latency_regression",
         ctx.severity("PgAioReadLatencyRegression"),
@@ -400,9 +413,7 @@ def read_latency_regression(ctx: Context) -> Finding | None:
             "factor": factor,
             "reads_per_second": ctx.reads_per_second,
         },
-        "Per byte, so larger combined reads cannot cause this: storage or contention got"
-        " slower. Compare the io_method, io_workers and sampled waits of the two runs, and the"
-        " volume's limits.",
+        advice,
     )
 
 

@@ -31,7 +31,9 @@ def judge(summary: Summary, thresholds: Thresholds, baseline: Summary | None = N
         found,
         verdict(ctx, found),
         baseline,
-        None if baseline is None else compare(baseline, summary),
+        None
+        if baseline is None
+        else compare(baseline, summary, thresholds.min_read_ops_per_second),
     )
 
 
