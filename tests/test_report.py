@@ -459,3 +459,31 @@ def test_login_refused_is_exit_1_without_the_password(pw_server: LocalServer):
     result = run_report("--dsn", pw_server.dsn(user="monitor", password=wrong), "--duration", "10s")
     assert_one_line(result, 1, "login refused", "password authentication failed")
     assert wrong not in result.stderr
+
+
+# --- older servers -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("major", ["15", "16"])
+def test_older_servers(major: str):
+    """16: pg_stat_io in blocks (8192 bytes a read), no AIO; 15: no pg_stat_io at all."""
+    settings = {"shared_buffers": "16MB", "track_io_timing": "on"}
+    server = LocalServer.create(bin_dir=pgbins.bin_dir(major), settings=settings)
+    server.start()
+    try:
+        create_table(server.dsn(), 32)  # scanned through a ring buffer: read at every scan
+        doc, result = report_under_load(server, server.dsn())
+    finally:
+        server.destroy()
+    assert result.returncode == 0
+    assert doc["server"]["version_num"] // 10000 == int(major)
+    assert doc["server"]["io_method"] is None
+    assert "no asynchronous I/O" in doc["verdict"]["io_workers"]
+    if major == "16":
+        assert doc["reads"]["total"]["read_size_bytes"] == 8192
+        assert doc["not_visible"] == []
+    else:
+        assert doc["reads"]["rows"] == []
+        assert "has no pg_stat_io" in doc["verdict"]["reads"]
+        assert any("pg_stat_io: needs PostgreSQL 16" in n for n in doc["not_visible"])
+        assert "no_read_activity" not in findings(doc)

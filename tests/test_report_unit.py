@@ -446,6 +446,7 @@ def test_larger_reads_explain_a_longer_wait_per_read():
     assert explained.evidence["read_size_ratio"] == 4
     assert explained.evidence["seconds_per_byte_ratio"] == pytest.approx(0.6)
     assert "1.67x faster per MiB" in report.verdict.reads
+    assert "Throughput 1.00x the baseline's" in report.verdict.reads
     assert report.comparison is not None
     whole = report.comparison[0]
     assert whole.key is None

@@ -108,7 +108,7 @@ def track_io_timing_off(ctx: Context) -> Finding | None:
 
 
 def no_read_activity(ctx: Context) -> Finding | None:
-    if ctx.enough_reads or ctx.reads_uncounted():
+    if ctx.enough_reads or ctx.reads_uncounted() or not ctx.summary.server.has_pg_stat_io:
         return None
     minimum = ctx.thresholds.min_read_ops_per_second
     return Finding(

@@ -151,11 +151,14 @@ async def measure(
             shown.cancel()
     if not recorder.server_rows:
         raise ConnectionError(recorder.failures.get("connection", "no poll succeeded"))
+    facts = server_facts(recorder.server_rows, recorder.settings_rows)
+    if not facts.has_pg_stat_io:
+        recorder.failures["pg_stat_io"] = "needs PostgreSQL 16 or newer: no read figures"
     return Summary(
         target=target.name,
         started_at=started,
         ended_at=time.time(),
-        server=server_facts(recorder.server_rows, recorder.settings_rows),
+        server=facts,
         rows=recorder.reads.rows,
         read_seconds=recorder.reads.seconds,
         timed=recorder.reads.timed,

@@ -17,7 +17,7 @@ from pg_aio_exporter.collectors.intervals import (
     read_figures,
     total,
 )
-from pg_aio_exporter.versions import PG18
+from pg_aio_exporter.versions import PG16, PG18
 
 BLOCK_BYTES = 8192  # what one uncombined read covers (PostgreSQL's default block size)
 SUBMISSION_QUEUE = ("LWLock", "AioWorkerSubmissionQueue")
@@ -40,6 +40,10 @@ class ServerFacts:
     @property
     def aio(self) -> bool:
         return self.version_num >= PG18
+
+    @property
+    def has_pg_stat_io(self) -> bool:
+        return self.version_num >= PG16
 
     @property
     def track_io_timing(self) -> bool:

@@ -15,7 +15,9 @@ def _g(value: float) -> str:
     """Three significant digits, thousands separated, no exponent."""
     if abs(value) >= 1000:
         return f"{value:,.0f}"
-    return f"{value:.3g}" if abs(value) >= 0.001 or value == 0 else f"{value:.1e}"
+    if 0 < abs(value) < 0.001:
+        return "<0.001"
+    return f"{value:.3g}"
 
 
 def rate(per_second: float) -> str:

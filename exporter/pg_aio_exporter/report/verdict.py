@@ -23,6 +23,9 @@ def reads(ctx: Context, found: dict[str, Finding]) -> str:
     total = ctx.summary.total
     figures = total.figures
     volume = f"{units.rate(total.reads_per_second)} reads/s, {units.mib(total.bytes_per_second)}/s"
+    server = ctx.summary.server
+    if not server.has_pg_stat_io:
+        return f"Not judged: PostgreSQL {server.version} has no pg_stat_io (16 and newer do)."
     if "reads_not_yet_counted" in found:
         return (
             f"Not judged: the reads of queries still running were not counted yet ({volume}"
@@ -58,6 +61,9 @@ def reads(ctx: Context, found: dict[str, Finding]) -> str:
             f"{units.ratio(ratio)} slower per MiB, within the"
             f" {units.ratio(ctx.thresholds.regression_factor)} a regression needs."
         )
+    throughput = base.total.bytes_per_second
+    if throughput > 0:
+        change += f" Throughput {units.ratio(total.bytes_per_second / throughput)} the baseline's."
     return now + against + ": " + change
 
 
