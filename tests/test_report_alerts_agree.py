@@ -2,7 +2,7 @@
 `promtool test rules` and to the report's findings, fire each alert exactly where the report
 emits its finding.
 
-Each scenario is one target with steady rates: two hours "before" (the alerts' own baseline, the
+Each scenario is one target with steady rates: an hour "before" (the alerts' own baseline, the
 report's --baseline window), then forty minutes "now" (long enough for every alert's `for`).
 The expected firing alerts are the report's findings, mapped to their alerts; promtool checks
 that the rules fire those and no others.
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parent.parent
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
-BEFORE, NOW = 120, 40  # minutes
+BEFORE, NOW = 60, 40  # minutes
 IO = 'backend_type="client backend", object="relation", context="bulkread"'
 # finding -> the alert that judges the same thing
 ALERT_OF = {
