@@ -177,11 +177,11 @@ def build_report_parser() -> argparse.ArgumentParser:
     source.add_argument(
         "--dsn", help="PostgreSQL DSN; default: the DATA_SOURCE_NAME environment variable"
     )
-    source.add_argument("--config", help="YAML file with a list of targets (with --target)")
-    parser.add_argument("--target", help="which target of --config to report on")
-    parser.add_argument(
-        "--duration", default="2m", help=f"how long to watch, at least {MIN_REPORT} s (default 2m)"
+    source.add_argument(
+        "--config", metavar="FILE", help="YAML file with a list of targets (with --target)"
     )
+    parser.add_argument("--target", metavar="NAME", help="which target of --config to report on")
+    parser.add_argument("--duration", default="2m", help="how long to watch, 10s..24h (default 2m)")
     parser.add_argument(
         "--sample-interval",
         default="1s",
@@ -190,9 +190,15 @@ def build_report_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--timeout", default="5s", help="connect and statement timeout (default 5s)"
     )
-    parser.add_argument("--format", choices=("text", "json"), default="text", dest="output_format")
-    parser.add_argument("--save", help="also write the report as JSON to this file")
-    parser.add_argument("--baseline", help="compare with a report saved by --save")
+    parser.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        dest="output_format",
+        help="text fits 100 columns; json is schema 1 of docs/report.md (default text)",
+    )
+    parser.add_argument("--save", metavar="FILE", help="also write the report as JSON to FILE")
+    parser.add_argument("--baseline", metavar="FILE", help="compare with a report saved by --save")
     parser.add_argument(
         "--fail-on",
         choices=FAIL_ON,
