@@ -32,12 +32,14 @@ QUEUE = ("client backend", "LWLock", "AioWorkerSubmissionQueue")
 KB = 1024
 MS = 0.001
 
-# The numbers of alerts/params.yaml at the time of writing, spelled out so that each test's
-# arithmetic can be followed here; test_report_alerts_agree reads the real file.
+# The shipped numbers at the time of writing, spelled out so that each test's arithmetic can be
+# followed here; tests/test_report_alerts_agree.py reads the real file.
 T = Thresholds(
     min_read_ops_per_second=10,
     regression_factor=3,
-    max_seconds_per_read=0.02,
+    # PgAioReadLatencyHigh: 5 ms plus the read size at 125 MiB/s (8 kB: 5.0625 ms).
+    max_seconds_per_read=0.005,
+    min_bytes_per_second=125 * KB * KB,
     io_wait_events=frozenset({"DataFileRead", "AioIoCompletion"}),
     min_io_wait_sessions=2,
     latency_factor=2,
@@ -273,7 +275,7 @@ def test_reads_counted_in_full_are_not_flagged():
     assert "reads_not_yet_counted" in found(summary(rows, act=activity(waits={CLIENT_IO: 120})))
 
 
-SLOW = {BULK: reads(2_000, 8 * KB, 25)}  # 20 reads/s at 25 ms: above the 20 ms of the alert
+SLOW = {BULK: reads(2_000, 8 * KB, 25)}  # 20 reads/s at 25 ms: above the alert's 5.0625 ms
 
 
 @pytest.mark.parametrize(
@@ -281,7 +283,7 @@ SLOW = {BULK: reads(2_000, 8 * KB, 25)}  # 20 reads/s at 25 ms: above the 20 ms 
     [
         (SLOW, 250, True),
         (SLOW, 200, False),  # 2.0 sessions: the alert wants more than 2
-        ({BULK: reads(2_000, 8 * KB, 20)}, 250, False),  # 20 ms is not above 20 ms
+        ({BULK: reads(2_000, 8 * KB, 5)}, 250, False),  # 5 ms: below 5.0625 ms
         ({BULK: reads(900, 8 * KB, 25)}, 250, False),  # 9 reads/s: below the traffic guard
     ],
 )
@@ -322,9 +324,21 @@ def test_storage_busy_but_fast_is_not_saturated():
     assert "not storage-bound" in ids_report.verdict.storage
 
 
-def test_read_latency_high_per_read():
-    assert "read_latency_high" in found(summary(SLOW))
-    assert "read_latency_high" not in found(summary({BULK: reads(2_000, 8 * KB, 20)}))
+@pytest.mark.parametrize(
+    ("size", "ms_each", "fires"),
+    [
+        (8 * KB, 5.1, True),  # limit 5 ms + 8 kB at 125 MiB/s = 5.0625 ms
+        (8 * KB, 5.0, False),
+        (128 * KB, 6.1, True),  # limit 5 ms + 128 kB at 125 MiB/s = 6 ms
+        (128 * KB, 5.9, False),
+    ],
+)
+def test_read_latency_high_allows_for_the_read_size(size: float, ms_each: float, fires: bool):
+    ids = found(summary({BULK: reads(2_000, size, ms_each)}))
+    assert ("read_latency_high" in ids) is fires
+    if fires:
+        limit = 0.005 + size / (125 * KB * KB)
+        assert ids["read_latency_high"].evidence["max_seconds_per_read"] == pytest.approx(limit)
 
 
 @pytest.mark.parametrize(

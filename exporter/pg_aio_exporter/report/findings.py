@@ -3,7 +3,8 @@ thresholds and (optionally) a baseline window. A finding is emitted only when it
 and says so; missing data (no timing, no samples, too few reads) emits nothing or says that.
 
 The conditions shared with the alert rules are the rules' own, read over the report's window
-instead of a Prometheus range: the alert's median over a day becomes the baseline file.
+instead of a Prometheus range; where an alert compares with the target's own past (its median),
+the report compares with the --baseline file.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def track_io_timing_off(ctx: Context) -> Finding | None:
         " report shows none.",
         {"track_io_timing": server.track_io_timing, "on_at_every_poll": ctx.summary.timed},
         "ALTER SYSTEM SET track_io_timing = on; SELECT pg_reload_conf(); then run the report"
-        " again. The cost is two clock reads per I/O.",
+        " again. It reads the clock twice per I/O: pg_test_timing shows what that costs here.",
     )
 
 
@@ -149,15 +150,21 @@ def reads_not_yet_counted(ctx: Context) -> Finding | None:
     )
 
 
+def _latency_limit(ctx: Context) -> float | None:
+    """PgAioReadLatencyHigh's limit for this window's average read size."""
+    figures = ctx.summary.total.figures
+    return None if figures is None else ctx.thresholds.allowed_seconds_per_read(figures.size_bytes)
+
+
 def read_latency_high(ctx: Context) -> Finding | None:
-    per_read = ctx.seconds_per_read()
-    limit = ctx.thresholds.max_seconds_per_read
-    if per_read is None or not ctx.enough_reads or per_read <= limit:
+    per_read, limit = ctx.seconds_per_read(), _latency_limit(ctx)
+    if per_read is None or limit is None or not ctx.enough_reads or per_read <= limit:
         return None
     return Finding(
         "read_latency_high",
         ctx.severity("PgAioReadLatencyHigh"),
-        f"Reads wait {units.ms(per_read)} each on average, above {units.ms(limit)}.",
+        f"Reads wait {units.ms(per_read)} each on average, above the {units.ms(limit)} healthy"
+        " storage needs for reads of this size.",
         {
             "seconds_per_read": per_read,
             "max_seconds_per_read": limit,
@@ -191,9 +198,10 @@ def storage_saturated(ctx: Context) -> Finding | None:
         evidence |= {"baseline_seconds_per_byte": baseline, "latency_factor": t.latency_factor}
         slow = f"{units.ratio(per_byte / baseline)} the baseline's wait per MiB"
     else:
-        if per_read <= t.max_seconds_per_read:
+        limit = _latency_limit(ctx)
+        if limit is None or per_read <= limit:
             return None
-        evidence["max_seconds_per_read"] = t.max_seconds_per_read
+        evidence["max_seconds_per_read"] = limit
         slow = f"{units.ms(per_read)} per read"
     summary = (
         f"Storage is saturated: {units.sessions(waiting)} sessions wait on reads on average,"

@@ -16,7 +16,8 @@ class Thresholds:
     # Alert rules (alerts/params.yaml): the same numbers, the same meaning.
     min_read_ops_per_second: float  # below this, latency is noise and nothing is judged
     regression_factor: float  # PgAioReadLatencyRegression: per-byte wait x the baseline's
-    max_seconds_per_read: float  # PgAioReadLatencyHigh
+    max_seconds_per_read: float  # PgAioReadLatencyHigh: this, plus the read size at ...
+    min_bytes_per_second: float | None  # ... this rate, when set
     io_wait_events: frozenset[str]  # PgAioStorageSaturated
     min_io_wait_sessions: float
     latency_factor: float
@@ -29,15 +30,25 @@ class Thresholds:
     min_uncounted_read_sessions: float  # reads_not_yet_counted
     max_io_workers: int  # PostgreSQL's upper bound for io_workers
 
+    def allowed_seconds_per_read(self, size_bytes: float) -> float:
+        """PgAioReadLatencyHigh's limit for reads of this average size."""
+        if self.min_bytes_per_second is None:
+            return self.max_seconds_per_read
+        return self.max_seconds_per_read + size_bytes / self.min_bytes_per_second
+
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> Thresholds:
         alerts, report = params["alerts"], params["report"]
         saturated = alerts["PgAioStorageSaturated"]
         pool = alerts["PgAioWorkerPoolSaturated"]
+        high = alerts["PgAioReadLatencyHigh"]
         return cls(
             min_read_ops_per_second=float(params["min_read_ops_per_second"]),
             regression_factor=float(alerts["PgAioReadLatencyRegression"]["factor"]),
-            max_seconds_per_read=float(alerts["PgAioReadLatencyHigh"]["max_seconds_per_read"]),
+            max_seconds_per_read=float(high["max_seconds_per_read"]),
+            min_bytes_per_second=(
+                float(high["min_bytes_per_second"]) if "min_bytes_per_second" in high else None
+            ),
             io_wait_events=frozenset(saturated["io_wait_events"].split("|")),
             min_io_wait_sessions=float(saturated["min_io_wait_sessions"]),
             latency_factor=float(saturated["latency_factor"]),
