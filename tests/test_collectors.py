@@ -217,22 +217,75 @@ def test_pg_aios_only_from_18():
     assert collector.query(170010) is None and collector.query(180006) == pg_aios.SQL
 
 
-def test_hidden_rows_are_reported_and_hide_the_io_workers():
-    """Without pg_read_all_stats other sessions and every background process show NULLs."""
-    collector = activity.ActivityCollector()
-    rows = [
-        {"backend_type": None, "state": None, "wait_event_type": None, "wait_event": None, "n": 7},
-        {"backend_type": "client backend", "state": "active", "wait_event_type": None,
-         "wait_event": None, "n": 1},
-    ]  # fmt: skip
-    hidden = collector.observe(rows, 180006)
-    assert hidden is not None and hidden.startswith("7 processes hidden")
+@pytest.mark.parametrize("major", ["17", "18"])
+def test_recorded_clients_starting_up_are_not_hidden(major: str):
+    """record_rows.py held clients in their startup while a superuser sampled."""
+    rows = _activity_rows(major)
+    starting = {row["state"] for row in rows if row["backend_type"] == "client backend"} & {
+        None,
+        "starting",
+    }
+    assert starting == ({None, "starting"} if major == "18" else {None})
+    collector = registry.SAMPLE["activity"]()
+    data = recorded.load(major)
+    for sample in data["samples"]:
+        assert collector.observe(sample["activity"], data["server_version_num"]) is None
+
+
+def activity_row(
+    backend_type: str | None, state: str | None, wait_type: str | None, wait: str | None, n: int
+) -> dict[str, Any]:
+    """A row of activity.SQL: PostgreSQL hides a process from a role without pg_monitor by
+    NULLs in backend_type (and every other column but the user) and a query column of
+    '<insufficient privilege>'."""
+    return {
+        "backend_type": backend_type,
+        "state": state,
+        "wait_event_type": wait_type,
+        "wait_event": wait,
+        "hidden": backend_type is None,
+        "n": n,
+    }
+
+
+def observed(collector: activity.ActivityCollector) -> Samples:
     collector.roll_window()
     out = MetricSet(T)
     collector.collect_counters(out)
     collector.collect_gauges(out)
-    got = _render(out)
+    return _render(out)
+
+
+def test_hidden_rows_are_reported_and_hide_the_io_workers():
+    """Without pg_read_all_stats other sessions and every background process show NULLs."""
+    collector = activity.ActivityCollector()
+    rows = [
+        activity_row(None, None, None, None, 7),
+        activity_row("client backend", "active", None, None, 1),
+    ]
+    hidden = collector.observe(rows, 180006)
+    assert hidden is not None and hidden.startswith("7 processes hidden")
+    got = observed(collector)
     assert "pg_aio_io_workers" not in got, "unknown, not 0"
     assert got["pg_aio_wait_event_samples_total"] == {
         labels(**T, backend_type="client backend", wait_event_type="CPU", wait_event="CPU"): 1
+    }
+
+
+def test_a_client_starting_up_is_not_hidden():
+    """What a superuser sees of clients that are still starting: PostgreSQL 18 says 'starting'
+    while one authenticates; 17 and 18 leave the state NULL, its user known, while a login event
+    trigger runs (and so did every version between backend start and the first query). Neither
+    is hidden, and neither is working yet."""
+    collector = activity.ActivityCollector()
+    rows = [
+        activity_row("client backend", None, "Timeout", "PgSleep", 1),
+        activity_row("client backend", "starting", "Client", "ClientRead", 2),
+        activity_row("client backend", "active", "IO", "DataFileRead", 1),
+    ]
+    assert collector.observe(rows, 180006) is None
+    assert observed(collector)["pg_aio_wait_event_samples_total"] == {
+        labels(
+            **T, backend_type="client backend", wait_event_type="IO", wait_event="DataFileRead"
+        ): 1
     }

@@ -1,6 +1,7 @@
-"""Property-based tests of the configuration and DSN parsers: any input either loads or fails
-with a ConfigError whose message is one line and holds none of the input's passwords. Anything
-else (a traceback) is a bug: the CLI turns ConfigError, and only it, into exit code 2."""
+"""Property-based tests of the configuration, web configuration and DSN parsers: any input
+either loads or fails with a ConfigError whose message is one line and holds none of the
+input's passwords. Anything else (a traceback) is a bug: the CLI turns ConfigError, and only
+it, into exit code 2."""
 
 from __future__ import annotations
 
@@ -11,13 +12,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+import bcrypt
+import psycopg
 import pytest
 import yaml
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from pg_aio_exporter.config import ConfigError
+from certs import Certs, make_certs
+from pg_aio_exporter.config import ConfigError, libpq
 from pg_aio_exporter.config.targets import Target, load_config, normalize_dsn, parse_duration
+from pg_aio_exporter.config.webconfig import load_web_config
+from pg_aio_exporter.demo.server import free_port
 
 pytestmark = pytest.mark.unit
 
@@ -73,6 +79,87 @@ def test_normalize_dsn_loads_or_fails_cleanly(case: tuple[str, str]):
     else:
         assert "application_name" in conninfo
         assert secret not in repr(Target(name="t", conninfo=conninfo))
+
+
+# -- values libpq checks only when it connects: libpq itself is the oracle --------------------
+
+LIBPQ_KEYWORDS = ["port", *libpq.CHOICES, *libpq.INTEGERS]
+LIBPQ_VALUES = (
+    st.sampled_from([v for allowed in libpq.CHOICES.values() for v in allowed])
+    | st.sampled_from(["", " ", "REQUIRE", "Disable", "tlsv1.2", "1,2", ","])
+    | st.from_regex(r"\A[ \t]?[+-]?[0-9]{1,11}[ \t]?\Z")
+    | st.sampled_from(["0x10", "1e3", "2.5", "65535", "65536", "0", "-1", "2147483648"])
+    | st.text(string.ascii_letters + string.digits + "-.,", max_size=8)
+)
+# Nothing may answer there, so that every attempt fails: a socket in a directory that does not
+# exist, or a closed port on loopback (libpq sets keepalive options on TCP sockets only).
+NOWHERE_SOCKET = "/nonexistent/pg_aio_exporter-test"
+# Failures that are not libpq's verdict on the string: nothing listens, the kernel refuses a
+# socket option (keepalives_idle above 32767 on Linux), or gssencmode=require finds no Kerberos
+# ticket (kinit may get one later). The exporter does not second-guess these.
+UNREACHABLE = ("No such file or directory", "Connection refused", "setsockopt(", "credential")
+
+
+def libpq_refuses(conninfo: str) -> str | None:
+    """libpq's own verdict on a connection string: why it refused it, or None if it only
+    failed to reach a server."""
+    conn = psycopg.pq.PGconn.connect(conninfo.encode())
+    try:
+        assert conn.status == psycopg.pq.ConnStatus.BAD, "nothing may answer there"
+        message = conn.error_message.decode()
+        return None if any(m in message for m in UNREACHABLE) else message
+    finally:
+        conn.finish()
+
+
+@BOUNDED
+@given(st.sampled_from(LIBPQ_KEYWORDS), LIBPQ_VALUES)
+@example("port", "99999")
+@example("port", "5432,")
+@example("port", " +5432 ")
+@example("sslmode", "bogus")
+@example("ssl_min_protocol_version", "")
+@example("keepalives", "")
+@example("keepalives_idle", "99999999999")
+@example("sslnegotiation", "direct")
+@example("ssl_max_protocol_version", "tlsv1")
+def test_refused_at_start_exactly_when_libpq_refuses(keyword: str, value: str):
+    tcp = f"host=127.0.0.1 port={free_port()}"
+    base = f"host={NOWHERE_SOCKET}" if keyword == "port" else tcp
+    conninfo = psycopg.conninfo.make_conninfo(base, **{keyword: value})
+    refused = libpq_refuses(conninfo)
+    try:
+        normalize_dsn(conninfo)
+    except ConfigError as exc:
+        assert refused, f"libpq accepts {keyword}={value!r}, the exporter says: {exc}"
+    else:
+        assert not refused, f"libpq refuses {keyword}={value!r} ({refused}), the exporter not"
+
+
+@pytest.mark.parametrize(
+    "conninfo",
+    [
+        f"host={NOWHERE_SOCKET} sslnegotiation=direct sslmode=require",
+        f"host={NOWHERE_SOCKET} sslnegotiation=direct sslmode=allow",
+        f"host={NOWHERE_SOCKET} sslrootcert=system",
+        f"host={NOWHERE_SOCKET} sslrootcert=system sslmode=require",
+        f"host={NOWHERE_SOCKET} sslrootcert=system sslmode=verify-full",
+        f"host={NOWHERE_SOCKET} ssl_min_protocol_version=TLSv1.3 ssl_max_protocol_version=tlsv1.2",
+        f"host={NOWHERE_SOCKET} ssl_min_protocol_version= ssl_max_protocol_version=TLSv1",
+        f"host={NOWHERE_SOCKET},{NOWHERE_SOCKET} port=1,2,3",
+        f"host={NOWHERE_SOCKET},{NOWHERE_SOCKET} port=1,2",
+        f"host={NOWHERE_SOCKET} hostaddr=127.0.0.1,127.0.0.2",
+        f"host={NOWHERE_SOCKET},{NOWHERE_SOCKET} port=5432",
+    ],
+)
+def test_combinations_as_libpq_judges_them(conninfo: str):
+    refused = libpq_refuses(conninfo)
+    try:
+        normalize_dsn(conninfo)
+    except ConfigError as exc:
+        assert refused, f"libpq accepts {conninfo!r}, the exporter says: {exc}"
+    else:
+        assert not refused, f"libpq refuses {conninfo!r} ({refused}), the exporter not"
 
 
 @BOUNDED
@@ -214,6 +301,123 @@ def test_cli_exits_2_with_one_line(data: st.DataObject):
         assume(exc is not None)  # a good file would start the exporter
         result = subprocess.run(
             [sys.executable, "-m", "pg_aio_exporter", "--config", str(directory / "config.yaml")],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr == f"pg-aio-exporter: error: {exc}\n"
+
+
+# -- --web.config.file ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    return make_certs(tmp_path_factory.mktemp("certs"), names=("server",))
+
+
+# Cost 4: the fastest bcrypt allows, so that a hash that loads costs nothing to check.
+HASH = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
+TLS_KEYS = ["cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version"]
+TLS_WORDS = [
+    "TLS12",
+    "TLS13",
+    "TLS10",
+    "NoClientCert",
+    "RequestClientCert",
+    "VerifyClientCertIfGiven",
+    "RequireAndVerifyClientCert",
+    "missing.crt",
+    "",
+]
+
+
+@st.composite
+def web_configs(draw: st.DrawFn, certs: Certs) -> str:
+    """The text of a web config file: the toolkit's keys with real, missing and junk values."""
+    cert, key = certs.pair("server")
+    values = st.sampled_from([str(cert), str(key), str(certs.ca), cert.name, *TLS_WORDS]) | JUNK
+    tls = {
+        name: draw(values)
+        for name in draw(st.lists(st.sampled_from([*TLS_KEYS, "tls_junk"]), unique=True))
+    }
+    users = draw(
+        st.dictionaries(
+            st.text(max_size=6) | st.integers(),
+            st.sampled_from([HASH, "$2b$10$short", "plain"]) | JUNK,
+            max_size=3,
+        )
+        | JUNK
+    )
+    document: dict[object, object] = {}
+    if draw(st.booleans()):
+        document["tls_server_config"] = tls if draw(st.integers(0, 4)) else draw(JUNK)
+    if draw(st.booleans()):
+        document["basic_auth_users"] = users
+    if draw(st.integers(0, 9)) == 0:
+        document[draw(st.text(max_size=5) | st.integers())] = draw(JUNK)
+    text = yaml.safe_dump(draw(JUNK) if draw(st.integers(0, 9)) == 0 else document)
+    if draw(st.integers(0, 4)) == 0:
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(st.sampled_from(list(":-[]{}'\"#&*!|>%@`\t\n"))) + text[at:]
+    return text
+
+
+def check_web_config(content: str | bytes, directory: Path) -> ConfigError | None:
+    path = directory / "web.yml"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    try:
+        load_web_config(str(path))
+    except ConfigError as exc:
+        assert_clean(exc)
+        return exc
+    return None
+
+
+@BOUNDED
+@given(st.data())
+def test_load_web_config_loads_or_fails_cleanly(certs: Certs, data: st.DataObject):
+    with tempfile.TemporaryDirectory() as tmp:
+        check_web_config(data.draw(web_configs(certs)), Path(tmp))
+
+
+@BOUNDED
+@given(st.binary(max_size=200) | st.text(max_size=200))
+@example(b"\xff\xfe tls_server_config: {}")
+@example("[" * 5000)
+@example("tls_server_config: {cert_file: [a], key_file: b}\n")
+@example("tls_server_config: {cert_file: a, key_file: b, min_version: [TLS12]}\n")
+@example("tls_server_config: {cert_file: a, key_file: b, 1: x, zz: y}\n")
+@example("basic_auth_users: {'a\\nb': plain}\n")
+def test_load_web_config_survives_arbitrary_files(content: str | bytes):
+    with tempfile.TemporaryDirectory() as tmp:
+        check_web_config(content, Path(tmp))
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(st.data())
+def test_cli_web_config_exits_2_with_one_line(certs: Certs, data: st.DataObject):
+    """The real command line on a few generated bad web config files."""
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        exc = check_web_config(data.draw(web_configs(certs)), directory)
+        assume(exc is not None)  # a good file would start the exporter
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pg_aio_exporter",
+                "--dsn",
+                "host=x",
+                "--web.config.file",
+                str(directory / "web.yml"),
+            ],
             capture_output=True,
             text=True,
             timeout=30,

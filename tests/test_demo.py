@@ -1,8 +1,10 @@
-"""`make demo`, the README's command: real reads, bulkread growing, clean exit on Ctrl-C."""
+"""`make demo`, the README's command: real reads, bulkread growing, clean exit on Ctrl-C, and
+the machine as it was (no directory opened up, no OS user left behind)."""
 
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import shlex
 import signal
@@ -11,11 +13,42 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from harness import REPO, labels, parse, wait_for
-from pg_aio_exporter.demo.server import free_port
+from pg_aio_exporter.demo import server as demo_server
+from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir, free_port
+
+
+def user_exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def modes(paths: list[Path]) -> dict[Path, str]:
+    return {path: oct(path.stat().st_mode) for path in paths}
 
 
 def test_demo_serves_growing_bulkread_reads_and_cleans_up(tmp_path: Path):
+    # The clone made private, as a home directory usually is (0700 /root): as root, the demo
+    # must run its server without opening any of these up to the server's OS user.
+    ancestors = [embedded_bin_dir(), *embedded_bin_dir().parents]
+    repo_mode = REPO.stat().st_mode
+    REPO.chmod(0o700)
+    before = modes(ancestors)
+    user_before = user_exists(demo_server.OS_USER)
+    try:
+        run_demo(tmp_path)
+        assert modes(ancestors) == before, "the demo changed directory modes"
+        assert user_exists(demo_server.OS_USER) == user_before
+    finally:
+        REPO.chmod(repo_mode)
+
+
+def run_demo(tmp_path: Path) -> None:
     port = free_port()
     log_path = tmp_path / "demo.log"
     with log_path.open("w") as log:
@@ -30,7 +63,8 @@ def test_demo_serves_growing_bulkread_reads_and_cleans_up(tmp_path: Path):
             start_new_session=True,
         )
     try:
-        wait_for(lambda: "/metrics" in log_path.read_text(), 120, "the demo to print its URL")
+        # The first `make demo` of a clone also installs the package with its demo extra.
+        wait_for(lambda: "/metrics" in log_path.read_text(), 300, "the demo to print its URL")
         assert f"http://127.0.0.1:{port}/metrics" in log_path.read_text()
         bulk = labels(
             target="default", backend_type="client backend", object="relation", context="bulkread"
@@ -69,3 +103,18 @@ def test_demo_serves_growing_bulkread_reads_and_cleans_up(tmp_path: Path):
     data_dir = re.search(r"data=(\S+)", text)
     assert data_dir, text
     assert not Path(data_dir.group(1)).exists(), "the demo must remove its temp dir"
+
+
+def test_an_os_user_created_for_the_demo_is_removed(monkeypatch: pytest.MonkeyPatch):
+    if os.geteuid() != 0:
+        pytest.skip("only root runs the server as another OS user")
+    # A name of this test's own: the suite's servers share the usual one.
+    name = f"pgaio_t{os.getpid()}"
+    monkeypatch.setattr(demo_server, "OS_USER", name)
+    server = LocalServer.create()
+    try:
+        assert server.created_user and user_exists(name)
+        server.start()
+    finally:
+        server.destroy(remove_created_user=True)
+    assert not user_exists(name)

@@ -4,6 +4,7 @@ PostgreSQL 18 and rendered, with no other edit."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -43,3 +44,44 @@ def test_worker_polls_a_registered_view(pg18: LocalServer, monkeypatch: pytest.M
     assert got["pg_aio_sampler_samples_total"] == {labels(target="default"): 1}
     poll_errors = got.get("pg_aio_exporter_poll_errors_total", {})
     assert not any(v for v in poll_errors.values())
+
+
+def error_series(**worker_options: Any) -> dict[tuple[str, str], float]:
+    """pg_aio_exporter_poll_errors_total of a new worker that never ran, by (collector, kind)."""
+    selfmetrics = SelfMetrics()
+
+    async def new_exposition() -> Exposition:
+        return Exposition(selfmetrics)  # its asyncio.Event wants a running loop
+
+    exposition = asyncio.run(new_exposition())
+    target = target_from_dsn("host=db.invalid")  # never connected to
+    TargetWorker(target, exposition, selfmetrics, poll_interval=30, timeout=5, **worker_options)
+    errors = parse(b"".join(selfmetrics.render()).decode())["pg_aio_exporter_poll_errors_total"]
+    assert all(dict(k)["target"] == "default" for k in errors)
+    return {(dict(k)["collector"], dict(k)["kind"]): v for k, v in errors.items()}
+
+
+STATEMENT_KINDS = ("timeout", "privilege", "query")
+
+
+@pytest.mark.unit
+def test_poll_errors_start_at_zero_for_every_collector(monkeypatch: pytest.MonkeyPatch):
+    """Before the first error, so that increase() and the panels see it when it comes."""
+    monkeypatch.setitem(registry.POLL, DummyCollector.name, DummyCollector)
+    errors = error_series(sample_interval=1)
+    assert set(errors.values()) == {0}
+    for collector in ["dummy", *registry.POLL, *registry.SAMPLE]:
+        assert {(collector, kind) for kind in STATEMENT_KINDS} <= set(errors)
+    assert {("connection", kind) for kind in ("connection", "auth", "timeout")} <= set(errors)
+    assert {("poll", "internal"), ("sample", "internal")} <= set(errors)
+
+
+@pytest.mark.unit
+def test_no_error_series_for_what_is_switched_off():
+    errors = error_series(sample_interval=0, collectors={"pg_stat_io", "settings"})
+    assert {collector for collector, _ in errors} == {
+        "connection",
+        "pg_stat_io",
+        "settings",
+        "poll",
+    }

@@ -13,6 +13,7 @@ import pytest
 
 from harness import MONITOR_PASSWORD, Exporter, labels, wait_for
 from pg_aio_exporter.demo.server import LocalServer, free_port
+from startup import SLOW_LOGIN_ROLE, add_slow_login, drop_slow_login, stuck_in_authentication
 
 WRONG = "Wr0ng-Passw0rd-abc"
 
@@ -43,6 +44,15 @@ def test_wrong_password(pw_server: LocalServer):
         log = assert_failing(exp, "auth")
         assert "password authentication failed" in log
         assert WRONG not in everything_shown(exp)
+    finally:
+        exp.stop()
+
+
+def test_role_that_does_not_exist(pw_server: LocalServer):
+    exp = Exporter("--dsn", pw_server.dsn(user="no_such_role"), "--poll-interval", "1s")
+    try:
+        log = assert_failing(exp, "auth")  # the runbook's "auth", not "is PostgreSQL up"
+        assert 'role \\"no_such_role\\" does not exist' in log, log
     finally:
         exp.stop()
 
@@ -128,6 +138,53 @@ def test_role_without_pg_monitor_degrades_gracefully(pg18: LocalServer):
         assert exp.proc.poll() is None
     finally:
         exp.stop()
+
+
+# Clients starting up: in a login event trigger (state NULL), in authentication ('starting').
+STARTING = (
+    "SELECT count(*) FILTER (WHERE state IS NULL), count(*) FILTER (WHERE state = 'starting')"
+    " FROM pg_stat_activity WHERE backend_type = 'client backend'"
+)
+
+
+def connect_in_a_loop(dsn: str, stop: threading.Event) -> None:
+    while not stop.is_set():
+        psycopg.connect(dsn).close()
+
+
+def test_clients_starting_up_are_not_hidden_from_a_superuser(pw_server: LocalServer):
+    """Clients connecting all the time, as applications without a pool do. A superuser
+    exporter sees each of them while it starts up, and must not count it as a process hidden
+    from its role (it did: kind=privilege, "grant it pg_monitor", PgAioPollsFailing pending)."""
+    add_slow_login(pw_server.dsn(), 0.2)
+    exp = Exporter("--dsn", pw_server.dsn(), "--poll-interval", "1s", "--sample-interval", "100ms")
+    stop = threading.Event()
+    clients = threading.Thread(
+        target=connect_in_a_loop, args=(pw_server.dsn(user=SLOW_LOGIN_ROLE), stop)
+    )
+    try:
+        with (
+            stuck_in_authentication(pw_server.port, "monitor"),
+            psycopg.connect(pw_server.dsn(), autocommit=True) as observer,
+        ):
+            clients.start()
+            exp.wait_poll()
+            seen = [observer.execute(STARTING).fetchone() or (0, 0) for _ in range(20)]
+            time.sleep(2)
+            scraped = exp.wait_poll()
+        assert max(in_trigger for in_trigger, _ in seen) >= 1, "the loop's clients were seen"
+        assert min(authenticating for _, authenticating in seen) == 1
+        errors = scraped["pg_aio_exporter_poll_errors_total"]
+        assert errors[labels(target="default", collector="activity", kind="privilege")] == 0
+        assert "kind=privilege" not in exp.logs(), exp.logs()
+        assert "level=error" not in exp.logs(), exp.logs()
+    finally:
+        stop.set()
+        if clients.is_alive():
+            clients.join(10)
+        exp.stop()
+        with psycopg.connect(pw_server.dsn(), autocommit=True) as conn:
+            drop_slow_login(conn)
 
 
 class _Banner(socketserver.BaseRequestHandler):

@@ -142,6 +142,13 @@ def test_json_log():
         (psycopg.errors.QueryCanceled("canceling statement due to statement timeout"), "timeout"),
         (psycopg.errors.InsufficientPrivilege("permission denied for view pg_aios"), "privilege"),
         (psycopg.OperationalError('password authentication failed for user "x"'), "auth"),
+        (
+            psycopg.OperationalError(
+                'connection failed: connection to server at "127.0.0.1", port 5432 failed:'
+                ' FATAL:  role "nosuch" does not exist'
+            ),
+            "auth",
+        ),
         (psycopg.OperationalError("connection timeout expired"), "timeout"),
         (psycopg.OperationalError("Connection refused"), "connection"),
         (UnsupportedServerError("server version 90600 is not supported"), "unsupported"),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import gzip
+import http.client
 import socket
 import ssl
 import time
@@ -17,6 +19,7 @@ import pytest
 from certs import Certs, make_certs
 from harness import Exporter, labels
 from pg_aio_exporter.demo.server import LocalServer
+from pg_aio_exporter.web.server import wants_gzip
 
 PASSWORD = "Scr4pe-Secret-77"
 
@@ -80,6 +83,86 @@ def test_basic_auth_cost_is_paid_once(authed: Exporter):
     assert PASSWORD not in authed.logs()
 
 
+def fetch(
+    exp: Exporter, method: str, path: str, **headers: str
+) -> tuple[int, dict[str, str], bytes]:
+    """One request with the `prom` credentials: status, headers (lower-case names), raw body."""
+    token = base64.b64encode(f"prom:{PASSWORD}".encode()).decode()
+    conn = http.client.HTTPConnection("127.0.0.1", exp.port, timeout=5)
+    try:
+        conn.request(method, path, headers={"Authorization": f"Basic {token}", **headers})
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/", "/healthz"])
+def test_head_answers_like_get_without_a_body(authed: Exporter, path: str):
+    status_, headers, body = fetch(authed, "HEAD", path)
+    assert status_ == 200
+    assert body == b""
+    get_status, get_headers, get_body = fetch(authed, "GET", path)
+    assert get_status == 200 and get_body
+    assert headers["content-type"] == get_headers["content-type"]
+    if path != "/metrics":  # the metrics body changes between the two requests
+        assert headers["content-length"] == get_headers["content-length"]
+
+
+@pytest.mark.parametrize(
+    ("accept", "gzipped"),
+    [
+        (None, False),
+        ("gzip", True),
+        ("gzip;q=0", False),
+        ("GZIP ; Q=0.000, deflate", False),
+        ("deflate, br", False),
+        ("*", True),
+        ("*;q=0.5, gzip;q=0", False),
+        ("identity;q=0.9, gzip;q=0.5", False),
+        ("br;q=1.0, x-gzip;q=0.3", True),
+        ("", False),
+    ],
+)
+def test_gzip_as_accept_encoding_says(authed: Exporter, accept: str | None, gzipped: bool):
+    headers = {} if accept is None else {"Accept-Encoding": accept}
+    status_, got, body = fetch(authed, "GET", "/metrics", **headers)
+    assert status_ == 200
+    assert got.get("content-encoding") == ("gzip" if gzipped else None)
+    assert got["vary"] == "Accept-Encoding"
+    text = (gzip.decompress(body) if gzipped else body).decode()
+    assert "pg_aio_exporter_build_info" in text
+    assert int(got["content-length"]) == len(body)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        (None, False),  # no header: the client said nothing about codings; send plain text
+        ("", False),  # an empty list: only identity
+        ("gzip", True),
+        ("x-gzip", True),  # RFC 9110 8.4.1.3: equivalent to gzip
+        ("deflate, gzip;q=1.0, br", True),
+        ("gzip;q=0", False),
+        ("gzip;q=0.0", False),
+        ("gzip; q=0.001", True),
+        ("gzip;q=0, *", False),  # the explicit entry wins over the wildcard
+        ("*", True),
+        ("*;q=0", False),
+        ("identity;q=1, gzip;q=0.8", False),  # the client prefers plain text
+        ("identity;q=0.5, gzip;q=0.5", True),  # a tie: ours to choose
+        ("identity;q=0", False),  # no gzip offered either: plain is all we have
+        ("gzip;q=abc", False),  # an unreadable weight accepts nothing
+        ("gzip;q=2", False),  # outside 0..1
+        ("gzipx, xgzip", False),
+        ("deflate;q=0.5,gzip", True),
+    ],
+)
+def test_accept_encoding_parsing(header: str | None, expected: bool):
+    assert wants_gzip(header) is expected
+
+
 def client_context(certs: Certs, with_cert: bool = False) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=str(certs.ca))
     if with_cert:
@@ -97,6 +180,8 @@ def test_tls(pg18: LocalServer, certs: Certs, tmp_path: Path):
         config,
         "--poll-interval",
         "1s",
+        "--log.level",
+        "debug",
         tls=client_context(certs),
     )
     try:
@@ -108,6 +193,11 @@ def test_tls(pg18: LocalServer, certs: Certs, tmp_path: Path):
             assert time.perf_counter() - started < 0.5
         with pytest.raises(OSError):  # plain HTTP to the TLS port: the server hangs up
             urllib.request.urlopen(f"http://127.0.0.1:{exp.port}/metrics", timeout=5)
+        time.sleep(0.2)  # the handler thread logs after hanging up
+        log = exp.logs()
+        assert "Traceback" not in log, log
+        assert all(line.startswith("ts=") for line in log.splitlines()), log
+        assert log.count('msg="request failed"') == 1, log  # in the log format, at debug
         with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
             urllib.request.urlopen(exp.url + "/metrics", timeout=5)  # noqa: S310 (system CAs)
     finally:

@@ -15,10 +15,16 @@ from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG10, PG18
 
 # Grouping on the server keeps the reply small and constant: its size depends on the variety
-# of states, not on the number of sessions.
+# of states, not on the number of sessions. A process this role may not see (no pg_monitor) is
+# marked by PostgreSQL itself: every column NULL but the user and the database, and the query
+# '<insufficient privilege>'. A NULL state alone is no sign of it: a superuser sees a client
+# starting up that way (or as 'starting' on 18), and a background worker's type is NULL if it
+# exits while being read.
 SQL = (
-    "SELECT backend_type, state, wait_event_type, wait_event, count(*)::int AS n"
-    " FROM pg_stat_activity WHERE pid <> pg_backend_pid() GROUP BY 1, 2, 3, 4"
+    "SELECT backend_type, state, wait_event_type, wait_event,"
+    " (backend_type IS NULL AND query = '<insufficient privilege>') AS hidden,"
+    " count(*)::int AS n"
+    " FROM pg_stat_activity WHERE pid <> pg_backend_pid() GROUP BY 1, 2, 3, 4, 5"
 )
 
 CLIENT = "client backend"
@@ -55,11 +61,11 @@ def classify(rows: list[Row]) -> ActivitySample:
     for row in rows:
         backend_type, state = row["backend_type"], row["state"]
         wait_type, wait, count = row["wait_event_type"], row["wait_event"], row["n"]
-        # Without pg_read_all_stats, other users' sessions and all background processes show
-        # NULL in every column but pid: nothing to classify.
-        if backend_type is None or (backend_type == CLIENT and state is None):
+        if row["hidden"]:
             sample.hidden += count
             continue
+        if backend_type is None:
+            continue  # a background worker that exited as it was read: nothing to classify
         if backend_type != CLIENT:
             sample.background_seen = True
         if backend_type == IO_WORKER:

@@ -16,7 +16,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pg_aio_exporter.collectors import registry
-from pg_aio_exporter.config import ConfigError, read_text_file
+from pg_aio_exporter.config import ConfigError, key_list, libpq, read_yaml
 from pg_aio_exporter.expose.selfmetrics import LABELS as SELF_METRIC_LABELS
 from pg_aio_exporter.redact import scrub
 
@@ -81,9 +81,9 @@ def normalize_dsn(dsn: str, *, password: str | None = None) -> str:
         # libpq quotes the offending fragment, which may be the password: scrub it.
         message = str(exc).strip().splitlines()[0]
         raise ConfigError(f"invalid DSN: {scrub(message, dsn)}") from None
-    port = str(params.get("port") or "")
-    if port and not all(p.strip().isdigit() for p in port.split(",")):
-        raise ConfigError(f"invalid DSN: port {scrub(port, dsn)!r} is not a number")
+    refused = libpq.refusal(params)
+    if refused is not None:
+        raise ConfigError(f"invalid DSN: {scrub(refused, dsn)}")
     extra: dict[str, Any] = {}
     if password is not None:
         extra["password"] = password
@@ -112,7 +112,7 @@ def _target_from_mapping(item: Any, index: int) -> Target:
         raise ConfigError(f"targets[{index}] must be a mapping with name and dsn")
     unknown = set(item) - {"name", "dsn", "dsn_file", "password_file", "labels"}
     if unknown:
-        raise ConfigError(f"targets[{index}]: unknown key(s) {_key_list(unknown)}")
+        raise ConfigError(f"targets[{index}]: unknown key(s) {key_list(unknown)}")
     name = item.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"targets[{index}]: name is required")
@@ -149,32 +149,14 @@ def _labels(labels: Any, target: str) -> dict[str, str]:
     return {k: str(v) for k, v in sorted(labels.items())}
 
 
-def _key_list(keys: set[Any]) -> str:
-    # YAML keys may be ints, null, or text with a newline: the message must stay one line
-    # and sortable, so anything but printable text is shown as its repr.
-    shown = (k if isinstance(k, str) and k.isprintable() else repr(k) for k in keys)
-    return ", ".join(sorted(shown))
-
-
 def load_config(path: str) -> list[Target]:
     """Read a YAML file: {targets: [{name, dsn | dsn_file, password_file?, labels?}, ...]}."""
-    import yaml  # noqa: PLC0415 (PyYAML costs 1 MB of RSS: only when a file is read)
-
-    text = read_text_file(path, "config file")
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        line = f" at line {where.line + 1}" if where is not None else ""
-        raise ConfigError(f"config file {path} is not valid YAML{line}") from None
-    except RecursionError:
-        # PyYAML composes nodes recursively: a few hundred unclosed "[" exhaust the stack.
-        raise ConfigError(f"config file {path} is nested too deeply") from None
+    document = read_yaml(path, "config file")
     if not isinstance(document, dict) or not isinstance(document.get("targets"), list):
         raise ConfigError(f"config file {path}: expected a mapping with a 'targets' list")
     unknown = set(document) - {"targets"}
     if unknown:
-        raise ConfigError(f"config file {path}: unknown key(s) {_key_list(unknown)}")
+        raise ConfigError(f"config file {path}: unknown key(s) {key_list(unknown)}")
     targets = [_target_from_mapping(item, i) for i, item in enumerate(document["targets"])]
     if not targets:
         raise ConfigError(f"config file {path}: no targets")

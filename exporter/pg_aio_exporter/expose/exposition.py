@@ -4,9 +4,10 @@ Workers publish their latest families, already rendered to text (metricset.py); 
 assembles the body once per burst of updates and swaps it in. A scrape only reads
 `Exposition.body`, so it never waits on PostgreSQL or on rendering.
 
-With many targets the body is large (about 100 kB per target) and updates arrive many times a
-second, so a render formats and copies nothing: each (target, part) keeps its text per family,
-formatted once when published, and the body is the list of these texts in exposition order.
+With many targets the body is large and updates arrive many times a second (figures in
+docs/performance.md), so a render formats and copies nothing: each (target, part) keeps its
+text per family, formatted once when published, and the body is the list of these texts in
+exposition order.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ COALESCE_SECONDS = 0.05
 # a second (samples are a second apart anyway) instead of 20 times.
 LARGE_BODY_COALESCE_SECONDS = 1.0
 # Up to this size a body is joined and compressed when rendered, so that a scrape only sends
-# bytes. A larger body (tens of targets, about 100 kB each) is never copied whole: it is sent
+# bytes. A larger body (tens of targets) is never copied whole: it is sent
 # chunk by chunk, and compressed by its first gzip scrape, since it is replaced many times
 # between two Prometheus scrapes and compressing each version would cost more than all else.
 EAGER_BYTES = 512 * 1024
@@ -45,8 +46,8 @@ def _release_free_memory() -> None:
     """Hand freed heap pages back to the OS (glibc only; elsewhere a no-op).
 
     Between two renders of a large body, every target's poll and samples replace their texts:
-    thousands of few-kB blocks freed all over the heap, which glibc keeps resident unless
-    trimmed. Measured with 100 targets: RSS 70 -> 58 MB."""
+    thousands of small blocks freed all over the heap, which glibc keeps resident unless
+    trimmed (what that costs: docs/performance.md)."""
     global _malloc_trim  # noqa: PLW0603
     if _malloc_trim is None:
         import ctypes  # noqa: PLC0415  (only large deployments get here)

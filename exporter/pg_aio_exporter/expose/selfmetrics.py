@@ -2,9 +2,9 @@
 
 Labelled counters, gauges and histograms with the call surface of prometheus_client's
 (`.labels(...).inc()`, `.set()`, `.observe()`) and the same exposition text, but each child
-keeps its rendered lines until it changes: with 100 targets these are 6000 lines, in a body
-assembled once a second. The body is a list of chunks (exposition.py), so each child's
-text is its only copy. Only the event loop touches them (workers update, the render task
+keeps its rendered lines until it changes: there are dozens per target, and a large body is
+assembled every second. The body is a list of chunks (exposition.py), so each child's text is
+its only copy. Only the event loop touches them (workers update, the render task
 reads), so there are no locks.
 """
 

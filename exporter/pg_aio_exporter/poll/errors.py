@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
+
 import psycopg
 
 
@@ -18,12 +21,12 @@ _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
 )
 # libpq reports connection failures as text only, without a SQLSTATE.
 _CONNECT_MESSAGES = (
-    ("authentication failed", "auth"),
-    ("no password supplied", "auth"),
+    (re.compile("authentication failed|no password supplied"), "auth"),
     # "no pg_hba.conf entry" / "pg_hba.conf rejects connection" (e.g. hostssl only, client
-    # without TLS): SQLSTATE 28000, which is "auth" when psycopg has the SQLSTATE.
-    ("pg_hba.conf", "auth"),
-    ("timeout expired", "timeout"),
+    # without TLS), and a role that does not exist: SQLSTATE 28000, which is "auth" when
+    # psycopg has the SQLSTATE.
+    (re.compile(r'pg_hba\.conf|role ".*" does not exist'), "auth"),
+    (re.compile("timeout expired"), "timeout"),
 )
 
 
@@ -34,5 +37,25 @@ def error_kind(exc: BaseException) -> str:
             return kind
     if isinstance(exc, psycopg.OperationalError):
         text = str(exc)
-        return next((kind for needle, kind in _CONNECT_MESSAGES if needle in text), "connection")
+        return next(
+            (kind for pattern, kind in _CONNECT_MESSAGES if pattern.search(text)), "connection"
+        )
     return "query"
+
+
+# The kinds each `collector` label of pg_aio_exporter_poll_errors_total can come with: the
+# connection fails before any statement ("connection"), a collector's own statement fails, or a
+# bug ends a round (the worker's "poll" or "sample" step).
+CONNECTION_KINDS = ("connection", "auth", "timeout", "unsupported")
+STATEMENT_KINDS = ("timeout", "privilege", "query")
+INTERNAL = "internal"
+
+
+def known_failures(collectors: Iterable[str], rounds: Iterable[str]) -> list[tuple[str, str]]:
+    """The (collector, kind) label pairs a target can report, to start at 0: a counter that
+    appears at 1 shows no increase() until its second error."""
+    return [
+        *(("connection", kind) for kind in CONNECTION_KINDS),
+        *((collector, kind) for collector in collectors for kind in STATEMENT_KINDS),
+        *((round_, INTERNAL) for round_ in rounds),
+    ]

@@ -15,10 +15,11 @@ Connection = psycopg.AsyncConnection[Row]
 # Slack on top of the server-side timeouts, for a server that never answers at all.
 CLIENT_TIMEOUT_SLACK = 1.0
 # psycopg (3.3, AsyncConnection.wait) answers a cancelled statement by sending the server a
-# cancel request and waiting up to 5 s for it, then up to 5 s for the statement to end: behind
-# a black hole a sample took 13 s instead of --timeout + 1. A second cancellation makes it drop
-# the connection at once. The server-side cancel is useless by then: the client timeout is
-# longer than statement_timeout, so it only expires when the server or network is unresponsive.
+# cancel request and waiting up to 5 s for it, then up to 5 s for the statement to end, which
+# stretches a wait behind a black hole well past --timeout + 1 (docs/reliability.md). A second
+# cancellation makes it drop the connection at once. The server-side cancel is useless by then:
+# the client timeout is longer than statement_timeout, so it only expires when the server or
+# network is unresponsive.
 CANCEL_GRACE = 0.25
 
 
@@ -69,7 +70,7 @@ async def run_pipelined(conn: Connection, queries: Sequence[str]) -> list[list[R
 
 async def prepare(conn: Connection, queries: Sequence[str]) -> dict[str, str]:
     """Prepare each statement once per connection, so that samples skip parsing and planning
-    (about half of their server time): without parameters, PostgreSQL plans a prepared
+    (docs/performance.md): without parameters, PostgreSQL plans a prepared
     statement once and reuses the plan. One round trip each, at connect only; a statement the
     server refuses to prepare is sent as plain SQL instead."""
     statements = {}

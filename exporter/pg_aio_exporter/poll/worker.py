@@ -24,7 +24,7 @@ from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
-from pg_aio_exporter.poll.errors import UnsupportedServerError, error_kind
+from pg_aio_exporter.poll.errors import INTERNAL, UnsupportedServerError, error_kind, known_failures
 from pg_aio_exporter.poll.sampler import Sampler
 from pg_aio_exporter.poll.session import (
     CLIENT_TIMEOUT_SLACK,
@@ -54,7 +54,7 @@ def next_tick(deadline: float, interval: float, now: float) -> tuple[float, int]
 def poll_phase(name: str, interval: float) -> float:
     """Where in the poll interval a target's polls fall, the same at every start. Targets of
     one exporter then spread over the interval instead of all polling (and loading a shared
-    server, and replacing 100 kB of text each) at once; Prometheus offsets scrapes the same
+    server, and each replacing its text) at once; Prometheus offsets scrapes the same
     way, by a hash of the target."""
     return zlib.crc32(name.encode()) / 2**32 * interval
 
@@ -100,6 +100,11 @@ class TargetWorker:
         # or its cause changes, one when it ends, nothing in between.
         self._failing: dict[str, str] = {}
         self._unsupported_logged = False
+        sampling = self._sampler.collectors if self._sampler is not None else []
+        rounds = ["poll", "sample"] if self._sampler is not None else ["poll"]
+        names = [c.name for c in [*self._collectors, *sampling]]
+        for collector, kind in known_failures(names, rounds):
+            selfmetrics.poll_errors.labels(target.name, collector, kind)
 
     @property
     def sampler(self) -> Sampler | None:
@@ -154,7 +159,7 @@ class TargetWorker:
             return await step()
         except Exception:
             log.exception("internal error", extra=self._log_fields(step=step.__name__))
-            self._self.poll_errors.labels(self.target.name, step.__name__, "internal").inc()
+            self._self.poll_errors.labels(self.target.name, step.__name__, INTERNAL).inc()
             await self._disconnect()
             self._publish_samples(current=False)
             return False
@@ -166,10 +171,9 @@ class TargetWorker:
         async with client_timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
             # No automatic prepared statements: psycopg (3.3) prepares a statement on its 6th
             # run, and when that run sits behind a failed statement in a pipeline, the server
-            # skips the Parse but psycopg records the name: the statement then fails for good
-            # ("prepared statement _pg3_0 does not exist"). Seen after a lock wait on
-            # pg_stat_activity: pg_aios was lost until a reconnect. _prepare() does it instead,
-            # outside any pipeline.
+            # skips the Parse but psycopg records the name: the statement then fails on every run
+            # ("prepared statement _pg3_0 does not exist") until a reconnect
+            # (docs/reliability.md). prepare() does it instead, outside any pipeline.
             conn = await psycopg.AsyncConnection.connect(
                 self.target.conninfo, autocommit=True, row_factory=dict_row, prepare_threshold=None
             )

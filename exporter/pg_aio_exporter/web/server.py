@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import html
+import logging
+import re
 import socket
+import sys
 import threading
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +19,41 @@ from pg_aio_exporter.config.webconfig import WebConfig
 from pg_aio_exporter.expose.exposition import Exposition
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# RFC 9110 12.4.2: qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] )
+_QVALUE = re.compile(r"(?:0(?:\.\d{0,3})?|1(?:\.0{0,3})?)")
+_GZIP = frozenset({"gzip", "x-gzip"})  # RFC 9110 8.4.1.3: x-gzip is gzip
+
+log = logging.getLogger("pg_aio_exporter")
+
+
+def _weights(header: str) -> dict[str, float]:
+    """Accept-Encoding (RFC 9110 12.5.3) -> {coding: weight}; a weight that does not parse
+    accepts nothing, so a garbled entry never turns compression on."""
+    weights = {}
+    for element in header.split(","):
+        coding, _, params = element.partition(";")
+        coding = coding.strip().lower()
+        if not coding:
+            continue
+        weight = 1.0
+        if params:
+            name, _, qvalue = params.strip().partition("=")
+            qvalue = qvalue.strip()
+            fine = name.strip().lower() == "q" and _QVALUE.fullmatch(qvalue)
+            weight = float(qvalue) if fine else 0.0
+        weights[coding] = weight
+    return weights
+
+
+def wants_gzip(header: str | None) -> bool:
+    """Whether to gzip a response for this Accept-Encoding: gzip (or `*`) acceptable, and not
+    weighted below identity. Without the header, plain text, as Prometheus' own servers do."""
+    if header is None:
+        return False
+    weights = _weights(header)
+    named = [weights[c] for c in _GZIP if c in weights]
+    gzip = max(named) if named else weights.get("*", 0.0)
+    return gzip > 0 and gzip >= weights.get("identity", 0.0)
 
 
 def parse_listen_address(address: str) -> tuple[str, int]:
@@ -44,6 +82,12 @@ class _Server(ThreadingHTTPServer):
     landing: bytes
     web: WebConfig
 
+    def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
+        # A client that hangs up, or speaks plain HTTP to the TLS port: its problem, not ours.
+        # socketserver would print a traceback to stderr, outside the log format.
+        exc = sys.exc_info()[1]
+        log.debug("request failed", extra={"client": client_address[0], "err": str(exc)})
+
 
 class _Server6(_Server):
     address_family = socket.AF_INET6
@@ -53,6 +97,9 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
     timeout = 30  # a client that stalls (or a TLS handshake that never ends) frees its thread
+
+    def do_HEAD(self) -> None:
+        self.do_GET()  # the same status and headers; no body is written
 
     def do_GET(self) -> None:
         path = urlsplit(self.path).path
@@ -71,11 +118,13 @@ class _Handler(BaseHTTPRequestHandler):
             )
         elif path == self.server.metrics_path:
             body = self.server.exposition.body
-            if "gzip" in self.headers.get("Accept-Encoding", ""):
-                self._send(200, CONTENT_TYPE, body.gzipped, encoding="gzip")
+            vary = {"Vary": "Accept-Encoding"}  # RFC 9110 12.5.5: for caches between us
+            if wants_gzip(self.headers["Accept-Encoding"]):
+                self._send(200, CONTENT_TYPE, body.gzipped, encoding="gzip", extra=vary)
             else:
-                self._start(200, CONTENT_TYPE, body.length)
-                body.write(self.wfile.write)
+                self._start(200, CONTENT_TYPE, body.length, extra=vary)
+                if self.command != "HEAD":
+                    body.write(self.wfile.write)
         elif path == "/":
             self._send(200, "text/html; charset=utf-8", self.server.landing)
         elif path == "/healthz":
@@ -92,7 +141,8 @@ class _Handler(BaseHTTPRequestHandler):
         extra: dict[str, str] | None = None,
     ) -> None:
         self._start(status, content_type, len(body), encoding, extra)
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def _start(
         self,
