@@ -358,6 +358,15 @@ def test_upgrade_comparison(
     assert per_byte["ratio"] <= 3, per_byte
     assert same["comparison"]["baseline"]["version"].startswith("17.")
 
+    print(
+        "[report] upgrade: per MiB 17 -> 18 {:.2f}x, read size {:.0f} -> {:.0f} bytes;"
+        " 18 slowed 8x: {:.2f}x".format(
+            per_byte["ratio"],
+            size["before"],
+            size["after"],
+            slower["comparison"]["rows"][0]["figures"]["seconds_per_byte"]["ratio"],
+        )
+    )
     regression = findings(slower)["read_latency_regression"]
     assert regression["evidence"]["ratio"] > 3, regression
     assert "regression" in slower["verdict"]["reads"]
