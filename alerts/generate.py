@@ -492,8 +492,20 @@ def alerts_file(params: Params) -> str:
             "description": alert.description,
             "runbook_url": f"{params['runbook_url']}#{name.lower()}",
         }
+        if params["grafana_url"]:
+            rule["annotations"]["dashboard_url"] = dashboard_url(params)
         rules.append(rule)
     return dump({"groups": [{"name": "pg_aio.alerts", "rules": rules}]})
+
+
+def dashboard_url(params: Params) -> str:
+    """The dashboard with each variable named like one of the alert's labels set to its value
+    (URL-escaped: a target is often host:port/dbname); labels the alert lacks are left out."""
+    query = "".join(
+        f"{{{{ with $labels.{name} }}}}&var-{name}={{{{ . | urlquery }}}}{{{{ end }}}}"
+        for name in params["dashboard_variables"]
+    )
+    return f"{params['grafana_url'].rstrip('/')}/d/{params['dashboard_uid']}?{query}"
 
 
 def doc_tables(params: Params) -> str:

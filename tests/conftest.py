@@ -39,9 +39,12 @@ def pg18() -> Iterator[LocalServer]:
 
 @pytest.fixture(scope="session")
 def pw_server() -> Iterator[LocalServer]:
-    """No TLS; roles `monitor` (MONITOR_PASSWORD, pg_monitor) and `pgpassuser` log in with a
-    password over TCP, everyone else is trusted."""
-    server = LocalServer.create(hba=("host all monitor,pgpassuser 127.0.0.1/32 scram-sha-256",))
+    """No TLS; roles `monitor` (MONITOR_PASSWORD, pg_monitor), `pgpassuser` and `rotating`
+    (created by tests/test_passwords.py) log in with a password over TCP, everyone else is
+    trusted."""
+    server = LocalServer.create(
+        hba=("host all monitor,pgpassuser,rotating 127.0.0.1/32 scram-sha-256",)
+    )
     server.start()
     with psycopg.connect(server.dsn(), autocommit=True) as conn:
         conn.execute(f"CREATE ROLE monitor LOGIN PASSWORD '{MONITOR_PASSWORD}' IN ROLE pg_monitor")

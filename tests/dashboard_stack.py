@@ -37,7 +37,17 @@ def aio_stack(dsn: str) -> Iterator[tuple[Exporter, Prometheus]]:
     workload = Workload(dsn, clients=2, pause=0.05).start()
     exporter = prom = None
     try:
-        exporter = Exporter("--dsn", dsn, "--poll-interval", "1s", "--sample-interval", "200ms")
+        # An extra label, as a fleet has: the dashboards' variable for it must list a value.
+        exporter = Exporter(
+            "--dsn",
+            dsn,
+            "--label",
+            "cluster=e2e",
+            "--poll-interval",
+            "1s",
+            "--sample-interval",
+            "200ms",
+        )
         prom = Prometheus([f"127.0.0.1:{exporter.port}"], rule_files=RULE_FILES, interval="1s")
         wait_for(lambda: prom and prom.query("pg_up"), 30, "Prometheus' first scrape")
         yield exporter, prom

@@ -89,13 +89,19 @@ def image_env(stage: list[Instruction]) -> dict[str, str]:
     return env
 
 
-def listen_port(args: list[str]) -> int:
-    """Port of --web.listen-address in an argument list (9188, the default, when absent)."""
+def listen_port(args: list[str], flag: str = "--web.listen-address") -> int | None:
+    """Port of `flag` in an argument list: 9188 for --web.listen-address (the default) when
+    absent, None for another flag."""
     for i, arg in enumerate(args):
-        if arg.startswith("--web.listen-address"):
+        if arg == flag or arg.startswith(f"{flag}="):
             value = arg.partition("=")[2] or args[i + 1]
             return int(value.rsplit(":", 1)[1])
-    return 9188
+    return 9188 if flag == "--web.listen-address" else None
+
+
+def health_port(args: list[str]) -> int | None:
+    """Port of --web.health-listen-address, the plain /healthz listener, if any."""
+    return listen_port(args, "--web.health-listen-address")
 
 
 def load_yaml_docs(path: Path) -> list[Any]:

@@ -64,13 +64,21 @@ class Exporter:
     """`python -m pg_aio_exporter ARGS` on a free port, its stderr kept in a file."""
 
     def __init__(
-        self, *args: str, env: dict[str, str] | None = None, tls: ssl.SSLContext | None = None
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        tls: ssl.SSLContext | None = None,
+        target_name: str | None = "default",
     ) -> None:
         self.port = free_port()
         self.tls = tls
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.log_path = Path(tempfile.mkstemp(prefix="exporter-", suffix=".log")[1])
         self._log = self.log_path.open("w")
+        if "--dsn" in args and "--target-name" not in args and target_name is not None:
+            # The suite's one --dsn target is `default`; target_name=None leaves it unnamed
+            # (tests/test_fleet.py checks the name it then gets from its DSN).
+            args = (*args, "--target-name", target_name)
         self.proc = subprocess.Popen(
             [
                 sys.executable,

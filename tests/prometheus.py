@@ -19,17 +19,59 @@ from harness import terminate, wait_for
 from pg_aio_exporter.demo.server import free_port
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+ALERTMANAGER = shutil.which("prometheus-alertmanager") or "/usr/bin/prometheus-alertmanager"
 
 
-class Prometheus:
+class _Daemon:
+    """A Prometheus-stack server in a temp dir on a free 127.0.0.1 port, ready on return."""
+
+    name = ""
+    storage_flag = ""
+
+    def __init__(self, config: dict[str, Any], argv: Sequence[str]) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.config = self.dir / f"{self.name}.yml"
+        self.config.write_text(yaml.safe_dump(config))
+        self._log_path = self.dir / f"{self.name}.log"
+        self._log = self._log_path.open("w")
+        self.proc = subprocess.Popen(
+            [
+                *argv,
+                f"--config.file={self.config}",
+                f"{self.storage_flag}={self.dir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for(self._ready, 30, f"{self.name} to be ready")
+
+    def _ready(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(self._log_path.read_text()[-3000:])
+        try:
+            with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as resp:  # noqa: S310
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        terminate(self.proc, grace=15)
+        self._log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Prometheus(_Daemon):
     """Scrapes `targets` (host:port) every `interval` and evaluates `rule_files` as often."""
+
+    name = "prometheus"
+    storage_flag = "--storage.tsdb.path"
 
     def __init__(
         self, targets: Sequence[str], rule_files: Sequence[Path] = (), interval: str = "1s"
     ) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="prometheus-"))
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         config = {
             "global": {"scrape_interval": interval, "evaluation_interval": interval},
             "rule_files": [str(p) for p in rule_files],
@@ -37,28 +79,7 @@ class Prometheus:
                 {"job_name": "pg_aio", "static_configs": [{"targets": list(targets)}]}
             ],
         }
-        (self.dir / "prometheus.yml").write_text(yaml.safe_dump(config))
-        self._log = (self.dir / "prometheus.log").open("w")
-        self.proc = subprocess.Popen(
-            [
-                PROMETHEUS,
-                f"--config.file={self.dir / 'prometheus.yml'}",
-                f"--storage.tsdb.path={self.dir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        wait_for(self._ready, 30, "Prometheus to be ready")
-
-    def _ready(self) -> bool:
-        if self.proc.poll() is not None:
-            raise AssertionError((self.dir / "prometheus.log").read_text()[-3000:])
-        try:
-            with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as resp:  # noqa: S310
-                return bool(resp.status == 200)
-        except OSError:
-            return False
+        super().__init__(config, [PROMETHEUS])
 
     def api(self, path: str, **params: str) -> Any:
         url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
@@ -82,7 +103,26 @@ class Prometheus:
         alerts: list[dict[str, Any]] = self.api("alerts")["alerts"]
         return alerts
 
-    def stop(self) -> None:
-        terminate(self.proc, grace=15)
-        self._log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+
+class Alertmanager(_Daemon):
+    """Debian's Alertmanager with `config` (a parsed alertmanager.yml), clustering off."""
+
+    name = "alertmanager"
+    storage_flag = "--storage.path"
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        super().__init__(config, [ALERTMANAGER, "--cluster.listen-address="])
+
+    def post(self, alerts: Sequence[dict[str, Any]]) -> None:
+        request = urllib.request.Request(  # noqa: S310 - the local test server
+            self.url + "/api/v2/alerts",
+            data=json.dumps(list(alerts)).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as resp:  # noqa: S310
+            assert resp.status == 200
+
+    def alerts(self) -> list[dict[str, Any]]:
+        with urllib.request.urlopen(self.url + "/api/v2/alerts", timeout=10) as resp:  # noqa: S310
+            alerts: list[dict[str, Any]] = json.loads(resp.read())
+        return alerts

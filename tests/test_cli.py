@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pg_aio_exporter import cli
+
 pytestmark = pytest.mark.unit
 SECRET = "hunter2-Sekr1t"
 
@@ -93,6 +95,22 @@ def test_invalid_dsn_in_config_file(tmp_path: Path):
         (f"targets:\n  - {{name: a, dsn: 'host=x password={SECRET} oops'}}\n", "target 'a'"),
         ("targets:\n  - {name: a, dsn_file: /nonexistent/dsn}\n", "cannot read dsn_file"),
         ("targets:\n  - {name: a, dsn: host=x, password_file: /nonexistent}\n", "password_file"),
+        ("targets:\n  - {name: a, dsn: host=x, password_command: cat}\n", "list of strings"),
+        ("targets:\n  - {name: a, dsn: host=x, password_command: []}\n", "list of strings"),
+        ("targets:\n  - {name: a, dsn: host=x, password_command: [no-such-helper]}\n", "not found"),
+        (
+            "targets:\n  - {name: a, dsn: host=x, password_command: [cat], password_file: /x}\n",
+            "at most one of",
+        ),
+        (
+            "targets:\n  - {name: a, dsn: host=x, password_command_timeout: 5s}\n",
+            "without password_command",
+        ),
+        (
+            "targets:\n  - {name: a, dsn: host=x, password_command: [cat], "
+            "password_command_timeout: soon}\n",
+            "password_command_timeout",
+        ),
     ],
 )
 def test_malformed_config(tmp_path: Path, text: str, needle: str):
@@ -156,6 +174,15 @@ def test_version():
     result = run("--version")
     assert result.returncode == 0
     assert result.stdout.startswith("pg-aio-exporter ")
+
+
+@pytest.mark.parametrize("argv", [[], ["demo"]], ids=["exporter", "demo"])
+def test_help_states_the_listen_address_actually_used(argv: list[str]):
+    parser = cli.build_demo_parser() if argv else cli.build_parser()
+    used = parser.parse_args([] if argv else ["--dsn", "host=x"]).listen
+    result = run(*argv, "--help")
+    assert result.returncode == 0
+    assert f"(default {used})" in " ".join(result.stdout.split()), result.stdout
 
 
 def test_unknown_collector():

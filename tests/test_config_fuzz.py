@@ -21,7 +21,13 @@ from hypothesis import strategies as st
 
 from certs import Certs, make_certs
 from pg_aio_exporter.config import ConfigError, libpq
-from pg_aio_exporter.config.targets import Target, load_config, normalize_dsn, parse_duration
+from pg_aio_exporter.config.targets import (
+    Target,
+    load_config,
+    normalize_dsn,
+    parse_duration,
+    target_from_dsn,
+)
 from pg_aio_exporter.config.webconfig import load_web_config
 from pg_aio_exporter.demo.server import free_port
 
@@ -70,6 +76,7 @@ def assert_clean(exc: ConfigError, *secrets: str) -> str:
 @example(("password='Pwunterminated host=x", "Pwunterminated"))
 @example(("postgresql://u:Pwsecret99@h:notaport/db", "Pwsecret99"))
 @example(("host=a port=Pwsecret99 password=Pwsecret99", "Pwsecret99"))
+@example(("host=' password=Pw00000000 host='", "Pw00000000"))  # found by the fuzz: a quoted host
 def test_normalize_dsn_loads_or_fails_cleanly(case: tuple[str, str]):
     dsn, secret = case
     try:
@@ -79,6 +86,8 @@ def test_normalize_dsn_loads_or_fails_cleanly(case: tuple[str, str]):
     else:
         assert "application_name" in conninfo
         assert secret not in repr(Target(name="t", conninfo=conninfo))
+        # An unnamed --dsn target is named after its server: host, port, dbname only.
+        assert secret not in target_from_dsn(dsn).name
 
 
 # -- values libpq checks only when it connects: libpq itself is the oracle --------------------

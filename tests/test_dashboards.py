@@ -123,7 +123,7 @@ RULE_LABELS = {
 SCRAPE_LABELS = frozenset({"job", "instance"})
 # Values for the query variables in static checks: any string works, these read naturally.
 SAMPLE_VALUES = {"target": "default", "backend_type": "client backend", "object": "relation"}
-SAMPLE_VALUES["context"] = "normal"
+SAMPLE_VALUES |= {"context": "normal", "job": "pg_aio", "instance": "db:9188", "cluster": "c1"}
 
 
 def recording_rules() -> dict[str, frozenset[str]]:
@@ -168,8 +168,12 @@ def check_metrics(expr: str, allowed: dict[str, frozenset[str]]) -> list[str]:
         elif name not in allowed:
             problems.append(f"{name} is neither a contract metric nor a shipped recording rule")
         else:
+            carried = allowed[name] | SCRAPE_LABELS | {"__name__"}
+            # A target's extra labels are on its PostgreSQL series, not on the exporter's own.
+            if "target" in carried and not name.startswith("pg_aio_exporter_"):
+                carried |= set(generate.EXTRA_LABELS)
             for matcher in selector.matchers.matchers:
-                if matcher.name not in allowed[name] | SCRAPE_LABELS | {"__name__"}:
+                if matcher.name not in carried:
                     problems.append(f"{name} has no label {matcher.name}")
     return problems
 
@@ -236,7 +240,8 @@ def test_variables(board: dict[str, Any]) -> None:
     by_name = {v["name"]: v for v in dq.variables(board)}
     assert by_name["datasource"]["type"] == "datasource"
     assert by_name["datasource"]["query"] == "prometheus"
-    for name in ("target", "backend_type", "object", "context"):
+    server = ("job", "instance", *generate.EXTRA_LABELS, "target")
+    for name in (*server, "backend_type", "object", "context"):
         var = by_name[name]
         assert var["type"] == "query" and var["multi"] and var["includeAll"], name
         assert var["datasource"] == {"type": "prometheus", "uid": "${datasource}"}

@@ -67,7 +67,7 @@ def run_demo(tmp_path: Path) -> None:
         wait_for(lambda: "/metrics" in log_path.read_text(), 300, "the demo to print its URL")
         assert f"http://127.0.0.1:{port}/metrics" in log_path.read_text()
         bulk = labels(
-            target="default", backend_type="client backend", object="relation", context="bulkread"
+            target="demo", backend_type="client backend", object="relation", context="bulkread"
         )
 
         def reads() -> float:

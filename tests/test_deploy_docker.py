@@ -21,6 +21,7 @@ from deploy_files import (
     compose_binary,
     dockerfile_stages,
     final_stage,
+    health_port,
     listen_port,
     one,
     rule_names,
@@ -86,11 +87,14 @@ def test_cmd_expose_and_healthcheck_agree_on_the_port() -> None:
     entrypoint = one(final, "ENTRYPOINT").exec_form()
     cmd = one(final, "CMD").exec_form()
     assert entrypoint == ["pg-aio-exporter"]
-    port = listen_port(cmd)
+    port, health = listen_port(cmd), health_port(cmd)
+    # The probe asks the plain health listener: it answers whatever TLS or auth the web config
+    # puts on the metrics port (tests/test_web.py runs this very probe against TLS).
+    assert health is not None and health != port
     exposed = {int(p.split("/")[0]) for i in final if i.keyword == "EXPOSE" for p in i.args.split()}
-    assert exposed == {port}
+    assert exposed == {port, health}
     probe = " ".join(one(final, "HEALTHCHECK").exec_form())
-    assert f"127.0.0.1:{port}/healthz" in probe
+    assert f"http://127.0.0.1:{health}/healthz" in probe
 
 
 def test_oci_labels() -> None:
@@ -114,7 +118,7 @@ def test_build_context_holds_exactly_what_the_copies_need() -> None:
         for src in i.args.split()[:-1]
     }
     sdist = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]
-    needed = {p.rstrip("/") for p in sdist["targets"]["sdist"]["include"]}
+    needed = {p.strip("/") for p in sdist["targets"]["sdist"]["include"]}
     assert copied <= allowed and needed <= allowed, (copied, needed, allowed)
     assert all((REPO / p).exists() for p in allowed)
 
@@ -172,7 +176,9 @@ def test_exporter_is_built_from_the_dockerfile_and_hardened(compose: dict[str, A
     assert exporter["cap_drop"] == ["ALL"]
     assert "no-new-privileges:true" in exporter["security_opt"]
     # The command replaces the image's CMD: it must keep the port the image's HEALTHCHECK uses.
-    assert listen_port(exporter["command"]) == listen_port(one(final_stage(), "CMD").exec_form())
+    image_cmd = one(final_stage(), "CMD").exec_form()
+    assert listen_port(exporter["command"]) == listen_port(image_cmd)
+    assert health_port(exporter["command"]) == health_port(image_cmd), "the HEALTHCHECK's port"
     assert exporter["depends_on"]["postgres"]["condition"] == "service_healthy"
 
 
@@ -220,6 +226,48 @@ def test_io_uring_variant_is_documented() -> None:
     )
     for needle in ("io_method=io_uring", "seccomp", "io_uring_setup", "seccomp=unconfined"):
         assert needle in comments, needle
+
+
+IO_URING_SYSCALLS = {"io_uring_setup", "io_uring_enter", "io_uring_register"}
+
+
+def io_uring_profile_path() -> Path:
+    """The seccomp profile the io_uring comment of compose.yaml names, as Compose resolves it
+    (relative to the compose file's directory)."""
+    (path,) = set(re.findall(r"seccomp=(\S+\.json)", COMPOSE.read_text()))
+    return (COMPOSE.parent / path).resolve()
+
+
+def unconditional_allows(profile: dict[str, Any]) -> set[str]:
+    """Syscalls a profile allows whatever the arguments, capabilities and architecture."""
+    return {
+        name
+        for rule in profile["syscalls"]
+        if rule["action"] == "SCMP_ACT_ALLOW"
+        and not {"args", "includes", "excludes"} & {k for k, v in rule.items() if v}
+        for name in rule["names"]
+    }
+
+
+def test_io_uring_seccomp_profile_is_dockers_default_plus_io_uring() -> None:
+    path = io_uring_profile_path()
+    assert path == DEPLOY / "postgres" / "seccomp-io_uring.json", path
+    profile = json.loads(path.read_text())
+    # A filter, not an allow-all: what no rule names is refused, as in Docker's default.
+    assert profile["defaultAction"] == "SCMP_ACT_ERRNO"
+    assert {a["architecture"] for a in profile["archMap"]} >= {
+        "SCMP_ARCH_X86_64",
+        "SCMP_ARCH_AARCH64",
+    }
+    added = [rule for rule in profile["syscalls"] if IO_URING_SYSCALLS & set(rule["names"])]
+    assert len(added) == 1, "the io_uring calls belong to one rule of their own"
+    assert set(added[0]["names"]) == IO_URING_SYSCALLS
+    allowed = unconditional_allows(profile)
+    assert allowed >= IO_URING_SYSCALLS
+    # The rest is Docker's default: what PostgreSQL needs is allowed, what containers must not
+    # do stays behind capabilities this profile does not grant.
+    assert allowed >= {"pread64", "pwritev", "fsync", "epoll_wait", "futex", "shmget"}
+    assert not allowed & {"mount", "unshare", "setns", "bpf", "ptrace", "kexec_load", "reboot"}
 
 
 def test_grafana_mounts_provisioning_and_dashboards(compose: dict[str, Any]) -> None:

@@ -4,8 +4,10 @@ and the PrometheusRule in step with alerts/*.yml."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
-from pathlib import Path
+import urllib.parse
+from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any
 
@@ -16,6 +18,7 @@ from deploy_files import (
     DEPLOY,
     REPO,
     final_stage,
+    health_port,
     listen_port,
     load_yaml_docs,
     one,
@@ -112,19 +115,29 @@ def test_exporter_container_is_hardened_probed_and_bounded(item: tuple[str, Any,
     assert uid == int(one(final_stage(), "USER").args.split(":")[0])
 
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports["metrics"] == listen_port(one(final_stage(), "CMD").exec_form())
+    cmd = one(final_stage(), "CMD").exec_form()
+    assert ports["metrics"] == listen_port(cmd)
+    # Probes ask the image's plain health listener, which a TLS web config does not touch.
+    assert ports["health"] == health_port(cmd)
     for probe in ("livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}, probe
-    # No args: the image's CMD (listen address, log format) stays the single definition.
-    assert "args" not in container and "command" not in container
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}, probe
+    # The image's CMD (listen address, log format) stays in force: args may only add naming.
+    assert "command" not in container
+    args = container.get("args", cmd)
+    assert args[: len(cmd)] == cmd, args
+    assert all(a.startswith(("--target-name=", "--label=")) for a in args[len(cmd) :]), args
 
     resources = container["resources"]
     assert resources["requests"]["cpu"] and resources["requests"]["memory"]
     assert resources["limits"]["memory"]
 
-    (env,) = container["env"]
-    assert env["name"] == "DATA_SOURCE_NAME"
-    assert "value" not in env and env["valueFrom"]["secretKeyRef"]["key"] == "DATA_SOURCE_NAME"
+    env = {e["name"]: e for e in container["env"]}
+    dsn = env.pop("DATA_SOURCE_NAME")
+    assert "value" not in dsn and dsn["valueFrom"]["secretKeyRef"]["key"] == "DATA_SOURCE_NAME"
+    # Anything else comes from the pod (the downward API), and is what the args refer to.
+    assert all(set(e["valueFrom"]) == {"fieldRef"} for e in env.values()), env
+    referenced = {m for a in args for m in re.findall(r"\$\((\w+)\)", a)}
+    assert referenced == set(env), (referenced, set(env))
 
 
 def test_image_tag_is_the_package_version() -> None:
@@ -178,6 +191,30 @@ def test_sidecar_reaches_its_server_on_localhost_and_is_found_by_a_podmonitor() 
     assert (
         monitor["spec"]["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
     )
+
+
+def test_the_ca_bundle_the_example_dsn_verifies_with_is_mounted() -> None:
+    """The Secret example's DSN verifies the server against a file that deployment.yaml mounts,
+    read-only, from a ConfigMap key of the same name (docs/managed.md)."""
+    ((_, secret),) = of_kind("Secret")
+    query = urllib.parse.parse_qs(
+        urllib.parse.urlsplit(secret["stringData"]["DATA_SOURCE_NAME"]).query
+    )
+    assert query["sslmode"] == ["verify-full"]
+    (root_cert,) = (PurePosixPath(p) for p in query["sslrootcert"])
+    ((_, deployment),) = of_kind("Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    (mount,) = [
+        m for m in container["volumeMounts"] if root_cert.parent == PurePosixPath(m["mountPath"])
+    ]
+    assert mount["readOnly"] is True
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    config_map = volume["configMap"]
+    assert config_map["optional"] is True, "the pod must start without a CA bundle too"
+    assert {"key": root_cert.name, "path": root_cert.name} in config_map["items"]
+    docs = (REPO / "docs" / "managed.md").read_text()
+    assert f"create configmap {config_map['name']} --from-file={root_cert.name}=" in docs
 
 
 def test_no_password_is_committed() -> None:

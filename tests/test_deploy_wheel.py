@@ -9,14 +9,26 @@ import os
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 import urllib.request
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from deploy_files import DEPLOY, REPO, final_stage, image_env, listen_port, load_yaml_docs, one, run
+from deploy_files import (
+    DEPLOY,
+    REPO,
+    final_stage,
+    health_port,
+    image_env,
+    listen_port,
+    load_yaml_docs,
+    one,
+    run,
+)
 from harness import parse, wait_for
 from pg_aio_exporter import __version__
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir
@@ -35,7 +47,14 @@ def build_wheel(out: Path) -> Path:
     )
     (sdist,) = out.glob("*.tar.gz")
     (wheel,) = out.glob("*.whl")
-    assert sdist.stat().st_size > 0
+    with tarfile.open(sdist) as archive:
+        top = {name.split("/")[1] for name in archive.getnames() if "/" in name}
+    # The source package and nothing else (an unanchored include once pulled in deploy/ files).
+    assert top == {"exporter", "README.md", "pyproject.toml", "LICENSE", "PKG-INFO", ".gitignore"}
+    with zipfile.ZipFile(wheel) as archive:
+        licenses = [n for n in archive.namelist() if ".dist-info/licenses/" in n]
+        assert licenses == [f"pg_aio_exporter-{__version__}.dist-info/licenses/LICENSE"]
+        assert archive.read(licenses[0]) == (REPO / "LICENSE").read_bytes()
     return wheel
 
 
@@ -101,8 +120,8 @@ def test_installed_wheel_runs_with_the_image_command(pg18: LocalServer, tmp_path
     entrypoint = one(stage, "ENTRYPOINT").exec_form()
     cmd = one(stage, "CMD").exec_form()
     port = listen_port(cmd)
-    if not port_is_free(port):
-        pytest.fail(f"port {port} (the image's) is taken: stop whatever serves it (make demo?)")
+    for taken in (p for p in (port, health_port(cmd)) if p is not None and not port_is_free(p)):
+        pytest.fail(f"port {taken} (the image's) is taken: stop whatever serves it (make demo?)")
     env = {
         **os.environ,
         **{k: v for k, v in image_env(stage).items() if k != "PATH"},
@@ -131,16 +150,20 @@ def test_installed_wheel_runs_with_the_image_command(pg18: LocalServer, tmp_path
             return samples if done else None
 
         samples = wait_for(scrape_after_poll, 30, "a successful poll by the installed wheel")
-        with urllib.request.urlopen(url + "/healthz", timeout=5) as resp:  # noqa: S310
-            assert resp.status == 200
+        # The image's HEALTHCHECK, as Docker runs it, with the venv's python.
+        probe = one(stage, "HEALTHCHECK").exec_form()
+        result = run(*probe, env={**env, "PATH": f"{bin_dir}:/usr/bin:/bin"})
+        assert result.returncode == 0, result.stderr
         rss = rss_mib(proc.pid)
     finally:
         proc.terminate()
         proc.wait(10)
         log.close()
 
-    assert samples["pg_up"] == {frozenset({("target", "default")}): 1.0}
-    assert samples["pg_aio_supported"] == {frozenset({("target", "default")}): 1.0}
+    # No --target-name: the target is named after the server the DSN reaches.
+    target = frozenset({("target", f"127.0.0.1:{pg18.port}/postgres")})
+    assert samples["pg_up"] == {target: 1.0}
+    assert samples["pg_aio_supported"] == {target: 1.0}
     # pg_monitor is enough: not one privilege (or other) error from any collector.
     errors = samples.get("pg_aio_exporter_poll_errors_total", {})
     assert not any(errors.values()), errors

@@ -4,15 +4,18 @@ PostgreSQL 18 and rendered, with no other edit."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
 
 from harness import labels, parse
 from pg_aio_exporter.collectors import registry
+from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.config.targets import target_from_dsn
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.expose.exposition import Exposition
+from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 from pg_aio_exporter.poll.worker import TargetWorker
 from test_structure import DummyCollector
@@ -24,7 +27,7 @@ def test_worker_polls_a_registered_view(pg18: LocalServer, monkeypatch: pytest.M
     async def one_poll() -> bytes:
         selfmetrics = SelfMetrics()
         exposition = Exposition(selfmetrics)
-        target = target_from_dsn(pg18.dsn())
+        target = target_from_dsn(pg18.dsn(), name="default")
         worker = TargetWorker(
             target, exposition, selfmetrics, poll_interval=30, sample_interval=1, timeout=5
         )
@@ -54,7 +57,7 @@ def error_series(**worker_options: Any) -> dict[tuple[str, str], float]:
         return Exposition(selfmetrics)  # its asyncio.Event wants a running loop
 
     exposition = asyncio.run(new_exposition())
-    target = target_from_dsn("host=db.invalid")  # never connected to
+    target = target_from_dsn("host=db.invalid", name="default")  # never connected to
     TargetWorker(target, exposition, selfmetrics, poll_interval=30, timeout=5, **worker_options)
     errors = parse(b"".join(selfmetrics.render()).decode())["pg_aio_exporter_poll_errors_total"]
     assert all(dict(k)["target"] == "default" for k in errors)
@@ -85,3 +88,46 @@ def test_no_error_series_for_what_is_switched_off():
         "settings",
         "poll",
     }
+
+
+class BrokenCollector(DummyCollector):
+    """A collector with a bug whose message quotes a secret."""
+
+    def collect(self, rows: list[Row], out: MetricSet) -> None:
+        raise RuntimeError(f"boom near password={SECRET}")
+
+
+SECRET = "Bug-Leak-9876"
+
+
+def test_a_bug_is_one_round_logged_with_its_traceback_and_no_secret(
+    pg18: LocalServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+):
+    monkeypatch.setitem(registry.POLL, BrokenCollector.name, BrokenCollector)
+
+    async def guarded_poll() -> tuple[bool, bool]:
+        selfmetrics = SelfMetrics()
+        target = target_from_dsn(pg18.dsn(password=SECRET), name="default")
+        worker = TargetWorker(
+            target,
+            Exposition(selfmetrics),
+            selfmetrics,
+            poll_interval=30,
+            sample_interval=1,
+            timeout=5,
+        )
+        try:
+            first = await worker._guarded(worker.poll)
+            monkeypatch.delitem(registry.POLL, BrokenCollector.name)
+            worker._collectors = registry.poll_collectors()
+            return first, await worker._guarded(worker.poll)
+        finally:
+            await worker._disconnect()
+
+    with caplog.at_level(logging.ERROR, logger="pg_aio_exporter"):
+        assert asyncio.run(guarded_poll()) == (False, True)
+    (record,) = [r for r in caplog.records if r.getMessage() == "internal error"]
+    err = record.__dict__["err"]
+    assert err.startswith("Traceback") and "RuntimeError: boom near password=" in err
+    assert "in collect" in err, "the frame of the bug"
+    assert SECRET not in err

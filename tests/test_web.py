@@ -7,6 +7,7 @@ import gzip
 import http.client
 import socket
 import ssl
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -17,8 +18,9 @@ import bcrypt
 import pytest
 
 from certs import Certs, make_certs
+from deploy_files import final_stage, health_port, one, run
 from harness import Exporter, labels
-from pg_aio_exporter.demo.server import LocalServer
+from pg_aio_exporter.demo.server import LocalServer, free_port
 from pg_aio_exporter.web.server import wants_gzip
 
 PASSWORD = "Scr4pe-Secret-77"
@@ -218,5 +220,49 @@ def test_client_certificates(pg18: LocalServer, certs: Certs, tmp_path: Path):
         assert exp.get("/metrics")[0] == 200
         with pytest.raises(OSError):  # refused during or right after the handshake
             status(exp.url + "/metrics", context=client_context(certs))
+    finally:
+        exp.stop()
+
+
+def test_health_listener_answers_probes_while_metrics_need_tls_and_a_client_cert(
+    pg18: LocalServer, certs: Certs, tmp_path: Path
+):
+    """--web.health-listen-address: plain /healthz for Docker's HEALTHCHECK and the kubelet,
+    which cannot present the client certificate the metrics port demands."""
+    cert, key = certs.pair("server")
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()
+    config = web_config(
+        tmp_path,
+        f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n"
+        f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {certs.ca}\n"
+        f"basic_auth_users:\n  prom: '{hashed}'\n",
+    )
+    health = free_port()
+    exp = Exporter(
+        "--dsn",
+        pg18.dsn(),
+        "--web.config.file",
+        config,
+        "--web.health-listen-address",
+        f"127.0.0.1:{health}",
+        tls=client_context(certs, with_cert=True),
+    )
+    plain = f"http://127.0.0.1:{health}"
+    try:
+        with urllib.request.urlopen(plain + "/healthz", timeout=5) as resp:  # noqa: S310
+            assert (resp.status, resp.read()) == (200, b"ok\n")
+        # Nothing else is served there: the metrics stay behind TLS, certificate and password.
+        for path in ("/metrics", "/"):
+            assert status(plain + path) == 404
+        assert status(exp.url + "/metrics", "prom", PASSWORD, exp.tls) == 200
+        # The image's HEALTHCHECK, pointed at this listener, passes; at the TLS port it cannot.
+        probe = one(final_stage(), "HEALTHCHECK").exec_form()
+        image_health = f"127.0.0.1:{health_port(one(final_stage(), 'CMD').exec_form())}/"
+        assert image_health in " ".join(probe)
+        for port, code in ((health, 0), (exp.port, 1)):
+            argv = [a.replace(image_health, f"127.0.0.1:{port}/") for a in probe]
+            result = run(*argv, env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"})
+            assert result.returncode == code, (port, result.stderr)
+        assert f"health_address=127.0.0.1:{health}" in exp.logs()
     finally:
         exp.stop()

@@ -12,6 +12,7 @@ import signal
 import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from http.server import ThreadingHTTPServer
 
 from pg_aio_exporter import __version__
 from pg_aio_exporter.collectors import registry
@@ -21,7 +22,7 @@ from pg_aio_exporter.config.webconfig import WebConfig
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 from pg_aio_exporter.poll.worker import TargetWorker
-from pg_aio_exporter.web.server import serve
+from pg_aio_exporter.web.server import serve, serve_health
 
 log = logging.getLogger("pg_aio_exporter")
 
@@ -37,6 +38,17 @@ class Options:
     # Names of the enabled collectors (collectors/registry.py); a sample_interval of 0 turns
     # every sample collector off.
     collectors: frozenset[str] = field(default_factory=lambda: frozenset(registry.names()))
+    health_listen: tuple[str, int] | None = None  # a plain /healthz listener of its own
+
+
+def _listen(
+    address: tuple[str, int], start: Callable[[tuple[str, int]], ThreadingHTTPServer]
+) -> ThreadingHTTPServer:
+    try:
+        return start(address)
+    except (OSError, socket.gaierror) as exc:
+        host, port = address
+        raise ConfigError(f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}") from None
 
 
 async def run_exporter(
@@ -47,13 +59,25 @@ async def run_exporter(
     selfmetrics = SelfMetrics()
     exposition = Exposition(selfmetrics)
     host, port = options.listen
-    try:
-        server = serve((host, port), exposition, targets, options.metrics_path, options.web)
-    except (OSError, socket.gaierror) as exc:
-        raise ConfigError(f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}") from None
+    servers = [
+        _listen(
+            options.listen,
+            lambda address: serve(address, exposition, targets, options.metrics_path, options.web),
+        )
+    ]
+    health = {}
+    if options.health_listen is not None:
+        servers.append(_listen(options.health_listen, serve_health))
+        health_host, health_port = options.health_listen
+        health = {"health_address": f"{health_host or '*'}:{health_port}"}
     log.info(
         "listening",
-        extra={"address": f"{host or '*'}:{port}", "targets": len(targets), "version": __version__},
+        extra={
+            "address": f"{host or '*'}:{port}",
+            **health,
+            "targets": len(targets),
+            "version": __version__,
+        },
     )
     if ready is not None:
         ready()
@@ -82,6 +106,7 @@ async def run_exporter(
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*tasks, return_exceptions=True)
-        server.shutdown()
-        server.server_close()
+        for server in servers:
+            server.shutdown()
+            server.server_close()
         log.info("stopped")

@@ -44,12 +44,20 @@ def fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
-def add_common_flags(parser: argparse.ArgumentParser, *, poll_default: str) -> None:
+def add_common_flags(
+    parser: argparse.ArgumentParser, *, poll_default: str, listen_default: str = DEFAULT_LISTEN
+) -> None:
     parser.add_argument(
         "--web.listen-address",
         dest="listen",
-        default=DEFAULT_LISTEN,
-        help=f"address to serve metrics on (default {DEFAULT_LISTEN})",
+        default=listen_default,
+        help=f"address to serve metrics on (default {listen_default})",
+    )
+    parser.add_argument(
+        "--web.health-listen-address",
+        dest="health_listen",
+        help="also serve /healthz, and only it, as plain HTTP on this address, for probes"
+        " that cannot speak the web config's TLS or auth (default: none)",
     )
     parser.add_argument(
         "--web.config.file",
@@ -93,6 +101,9 @@ def add_common_flags(parser: argparse.ArgumentParser, *, poll_default: str) -> N
 def options_from(args: argparse.Namespace) -> Options:
     try:
         listen = parse_listen_address(args.listen)
+        health = None
+        if args.health_listen:
+            health = parse_listen_address(args.health_listen, flag="--web.health-listen-address")
         poll = parse_duration(args.poll_interval, what="--poll-interval")
         sample = (
             0.0
@@ -113,7 +124,9 @@ def options_from(args: argparse.Namespace) -> Options:
     if not args.metrics_path.startswith("/") or args.metrics_path in ("/", "/healthz"):
         fail(f"invalid --web.telemetry-path {args.metrics_path!r}")
     enabled = frozenset(name for name in registry.names() if getattr(args, f"collector_{name}"))
-    return Options(listen, args.metrics_path, poll, sample, timeout, web, enabled)
+    return Options(
+        listen, args.metrics_path, poll, sample, timeout, web, enabled, health_listen=health
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,6 +144,17 @@ def build_parser() -> argparse.ArgumentParser:
         " the DATA_SOURCE_NAME environment variable",
     )
     source.add_argument("--config", help="YAML file with a list of targets")
+    parser.add_argument(
+        "--target-name",
+        help="the `target` label of the --dsn server (default: its host:port/dbname)",
+    )
+    parser.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an extra label on every series of the --dsn server; repeatable",
+    )
     add_common_flags(parser, poll_default="30s")
     return parser
 
@@ -138,13 +162,28 @@ def build_parser() -> argparse.ArgumentParser:
 def targets_from(args: argparse.Namespace) -> list[Target]:
     try:
         if args.config:
+            if args.target_name is not None or args.label:
+                fail("--target-name and --label are for --dsn; a --config file names its targets")
             return load_config(args.config)
         dsn = args.dsn or os.environ.get("DATA_SOURCE_NAME")
         if not dsn:
             fail("give --dsn, --config, or the DATA_SOURCE_NAME environment variable")
-        return [target_from_dsn(dsn)]
+        return [target_from_dsn(dsn, name=args.target_name, labels=label_flags(args.label))]
     except ConfigError as exc:
         fail(str(exc))
+
+
+def label_flags(flags: list[str]) -> dict[str, str]:
+    """--label NAME=VALUE flags -> labels, checked by the config file's rules later."""
+    labels: dict[str, str] = {}
+    for flag in flags:
+        name, sep, value = flag.partition("=")
+        if not sep:
+            raise ConfigError(f"invalid --label {flag!r}: use NAME=VALUE")
+        if name in labels:
+            raise ConfigError(f"invalid --label {flag!r}: {name} given twice")
+        labels[name] = value
+    return labels
 
 
 def build_demo_parser() -> argparse.ArgumentParser:
@@ -152,8 +191,8 @@ def build_demo_parser() -> argparse.ArgumentParser:
         prog=f"{PROG} demo",
         description="Run PostgreSQL 18 with a read workload and the exporter on it.",
     )
-    add_common_flags(parser, poll_default="5s")
-    parser.set_defaults(listen="127.0.0.1:9188")
+    # The demo's passwords are public: it serves this machine only.
+    add_common_flags(parser, poll_default="5s", listen_default="127.0.0.1:9188")
     parser.add_argument(
         "--table-mb",
         type=int,

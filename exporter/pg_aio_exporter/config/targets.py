@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import math
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pg_aio_exporter.collectors import registry
@@ -21,13 +23,26 @@ from pg_aio_exporter.expose.selfmetrics import LABELS as SELF_METRIC_LABELS
 from pg_aio_exporter.redact import scrub
 
 APPLICATION_NAME = "pg_aio_exporter"
-DEFAULT_TARGET = "default"
 
 # Labels the exporter itself puts on series; extra labels from the config must not shadow them.
 RESERVED_LABELS = frozenset({"target", *registry.labels(), *SELF_METRIC_LABELS})
 _LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+DEFAULT_PASSWORD_COMMAND_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class PasswordSource:
+    """Where a target's password comes from at every (re)connect, so that a rotated password
+    (Vault, a 15-minute IAM token) needs no restart: a file's content, or what a command prints.
+    """
+
+    file: str | None = None
+    command: tuple[str, ...] = ()
+    timeout: float = DEFAULT_PASSWORD_COMMAND_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -37,16 +52,15 @@ class Target:
     name: str
     conninfo: str = field(repr=False)  # may hold a password: never log or print it
     labels: dict[str, str] = field(default_factory=dict)
+    password: PasswordSource | None = field(default=None, repr=False)  # argv may hold a token
 
     @property
     def address(self) -> str:
         """host:port/dbname, safe to log."""
-        params = conninfo_to_dict(self.conninfo)
-        host = params.get("host") or params.get("hostaddr") or "localhost"
-        return f"{host}:{params.get('port') or 5432}/{params.get('dbname') or ''}"
+        return server_address(self.conninfo)
 
     @property
-    def password(self) -> str | None:
+    def dsn_password(self) -> str | None:
         value = conninfo_to_dict(self.conninfo).get("password")
         return str(value) if value else None
 
@@ -70,7 +84,7 @@ def parse_duration(text: str, *, what: str) -> float:
     return seconds
 
 
-def normalize_dsn(dsn: str, *, password: str | None = None) -> str:
+def normalize_dsn(dsn: str) -> str:
     """Validate a DSN (key=value or URI) and add the exporter's connection defaults."""
     dsn = dsn.strip()
     if not dsn:
@@ -85,8 +99,6 @@ def normalize_dsn(dsn: str, *, password: str | None = None) -> str:
     if refused is not None:
         raise ConfigError(f"invalid DSN: {scrub(refused, dsn)}")
     extra: dict[str, Any] = {}
-    if password is not None:
-        extra["password"] = password
     if "application_name" not in params:
         extra["application_name"] = APPLICATION_NAME
     if "connect_timeout" not in params:
@@ -94,8 +106,30 @@ def normalize_dsn(dsn: str, *, password: str | None = None) -> str:
     return make_conninfo(dsn, **extra)
 
 
-def target_from_dsn(dsn: str) -> Target:
-    return Target(name=DEFAULT_TARGET, conninfo=normalize_dsn(dsn))
+def server_address(conninfo: str) -> str:
+    """host:port/dbname of the server a DSN reaches, never its password: the DSN's values, else
+    libpq's defaults (PGHOST, PGPORT, PGDATABASE from the environment, dbname = the user)."""
+    params = conninfo_to_dict(conninfo)
+    defaults = {
+        o.keyword.decode(): o.val.decode() for o in pq.Conninfo.get_defaults() if o.val is not None
+    }
+
+    def get(key: str) -> str:
+        return str(params.get(key) or defaults.get(key) or "")
+
+    host = get("host") or get("hostaddr") or "localhost"
+    # A quoted value may hold any text, "password=..." too: scrubbed like any other output.
+    return scrub(f"{host}:{get('port') or 5432}/{get('dbname') or get('user')}", conninfo)
+
+
+def target_from_dsn(dsn: str, *, name: str | None = None, labels: Any = None) -> Target:
+    """The one target of --dsn. Unnamed, it is called after the server it reaches, so that a
+    fleet of exporters started alike (sidecars, one Deployment per server) never share a name."""
+    conninfo = normalize_dsn(dsn)
+    name = server_address(conninfo) if name is None else name
+    if not name.strip():
+        raise ConfigError("invalid --target-name: empty")
+    return Target(name=name, conninfo=conninfo, labels=_labels(labels, name))
 
 
 def _read_secret_file(path: Any, *, what: str, target: str) -> str:
@@ -107,10 +141,43 @@ def _read_secret_file(path: Any, *, what: str, target: str) -> str:
         raise ConfigError(f"target {target!r}: cannot read {what} {path}: {exc.strerror}") from None
 
 
+def _password_source(item: dict[Any, Any], target: str) -> PasswordSource | None:
+    if "password_file" in item and "password_command" in item:
+        raise ConfigError(f"target {target!r}: give at most one of password_file, password_command")
+    if "password_command_timeout" in item and "password_command" not in item:
+        raise ConfigError(f"target {target!r}: password_command_timeout without password_command")
+    if "password_file" in item:
+        # Read once now, so that a wrong path is a configuration error; again at every connect.
+        _read_secret_file(item["password_file"], what="password_file", target=target)
+        return PasswordSource(file=item["password_file"])
+    if "password_command" not in item:
+        return None
+    argv = item["password_command"]
+    if not (isinstance(argv, list) and argv and all(isinstance(a, str) and a for a in argv)):
+        raise ConfigError(f"target {target!r}: password_command must be a list of strings (argv)")
+    if shutil.which(argv[0]) is None:
+        raise ConfigError(f"target {target!r}: password_command {argv[0]!r} not found")
+    timeout = DEFAULT_PASSWORD_COMMAND_TIMEOUT
+    if "password_command_timeout" in item:
+        timeout = parse_duration(
+            str(item["password_command_timeout"]),
+            what=f"password_command_timeout of target {target!r}",
+        )
+    return PasswordSource(command=tuple(argv), timeout=timeout)
+
+
 def _target_from_mapping(item: Any, index: int) -> Target:
     if not isinstance(item, dict):
         raise ConfigError(f"targets[{index}] must be a mapping with name and dsn")
-    unknown = set(item) - {"name", "dsn", "dsn_file", "password_file", "labels"}
+    unknown = set(item) - {
+        "name",
+        "dsn",
+        "dsn_file",
+        "password_file",
+        "password_command",
+        "password_command_timeout",
+        "labels",
+    }
     if unknown:
         raise ConfigError(f"targets[{index}]: unknown key(s) {key_list(unknown)}")
     name = item.get("name")
@@ -124,14 +191,16 @@ def _target_from_mapping(item: Any, index: int) -> Target:
             raise ConfigError(f"target {name!r}: dsn must be a string")
     else:
         dsn = _read_secret_file(item["dsn_file"], what="dsn_file", target=name)
-    password = None
-    if "password_file" in item:
-        password = _read_secret_file(item["password_file"], what="password_file", target=name)
     try:
-        conninfo = normalize_dsn(dsn, password=password)
+        conninfo = normalize_dsn(dsn)
     except ConfigError as exc:
         raise ConfigError(f"target {name!r}: {exc}") from None
-    return Target(name=name, conninfo=conninfo, labels=_labels(item.get("labels"), name))
+    return Target(
+        name=name,
+        conninfo=conninfo,
+        labels=_labels(item.get("labels"), name),
+        password=_password_source(item, name),
+    )
 
 
 def _labels(labels: Any, target: str) -> dict[str, str]:

@@ -48,7 +48,8 @@ def run_demo(options: Options, *, table_mb: int, io_method: str, clients: int) -
                 flush=True,
             )
 
-        asyncio.run(run_exporter([target_from_dsn(server.dsn())], options, ready=serving))
+        target = target_from_dsn(server.dsn(), name="demo")
+        asyncio.run(run_exporter([target], options, ready=serving))
     except KeyboardInterrupt:
         pass
     finally:

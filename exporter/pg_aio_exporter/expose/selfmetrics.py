@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 
 from pg_aio_exporter import __version__
 from pg_aio_exporter.expose.metricset import header, number, series, value
+from pg_aio_exporter.poll.errors import KINDS
 
 # Every label name of the exporter's own series (a target's extra labels must not shadow them).
 LABELS = ("collector", "kind", "le", "python_version", "target", "version")
@@ -177,8 +178,7 @@ class SelfMetrics:
         )
         self.poll_errors = Counter(
             "pg_aio_exporter_poll_errors",
-            "Failed polls and samples by collector and kind"
-            " (connection, auth, timeout, privilege, query).",
+            f"Failed polls and samples by collector and kind ({', '.join(KINDS)}).",
             ("target", "collector", "kind"),
         )
         self.last_poll_success = Gauge(

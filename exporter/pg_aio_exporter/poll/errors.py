@@ -7,9 +7,18 @@ from collections.abc import Iterable
 
 import psycopg
 
+# Every `kind` the worker counts: error_kind's, and "internal" for a bug in a poll or sample.
+KINDS = ("connection", "auth", "timeout", "privilege", "query", "unsupported", "internal")
+INTERNAL = "internal"
+
 
 class UnsupportedServerError(Exception):
     """Connected, but not to a PostgreSQL this exporter can read."""
+
+
+class PasswordSourceError(Exception):
+    """A target's password_file or password_command gave no password: an authentication error,
+    since the server cannot be logged into without one."""
 
 
 _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
@@ -17,7 +26,14 @@ _KINDS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
     # LockNotAvailable is lock_timeout firing: the same bounded wait as statement_timeout.
     ((TimeoutError, psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable), "timeout"),
     ((psycopg.errors.InsufficientPrivilege,), "privilege"),
-    ((psycopg.errors.InvalidPassword, psycopg.errors.InvalidAuthorizationSpecification), "auth"),
+    (
+        (
+            PasswordSourceError,
+            psycopg.errors.InvalidPassword,
+            psycopg.errors.InvalidAuthorizationSpecification,
+        ),
+        "auth",
+    ),
 )
 # libpq reports connection failures as text only, without a SQLSTATE.
 _CONNECT_MESSAGES = (

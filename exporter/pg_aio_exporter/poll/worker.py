@@ -11,11 +11,13 @@ import asyncio
 import logging
 import math
 import time
+import traceback
 import zlib
 from collections.abc import Awaitable, Callable, Collection
 from typing import Protocol, TypeVar
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 from pg_aio_exporter.collectors import registry
@@ -24,7 +26,14 @@ from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
-from pg_aio_exporter.poll.errors import INTERNAL, UnsupportedServerError, error_kind, known_failures
+from pg_aio_exporter.poll.errors import (
+    INTERNAL,
+    PasswordSourceError,
+    UnsupportedServerError,
+    error_kind,
+    known_failures,
+)
+from pg_aio_exporter.poll.passwords import read_password
 from pg_aio_exporter.poll.sampler import Sampler
 from pg_aio_exporter.poll.session import (
     CLIENT_TIMEOUT_SLACK,
@@ -105,6 +114,7 @@ class TargetWorker:
         names = [c.name for c in [*self._collectors, *sampling]]
         for collector, kind in known_failures(names, rounds):
             selfmetrics.poll_errors.labels(target.name, collector, kind)
+        self._password: str | None = None  # the last one read from the target's password source
 
     @property
     def sampler(self) -> Sampler | None:
@@ -158,7 +168,11 @@ class TargetWorker:
         try:
             return await step()
         except Exception:
-            log.exception("internal error", extra=self._log_fields(step=step.__name__))
+            # The traceback is what a bug report needs; the log formats render fields only.
+            log.error(
+                "internal error",
+                extra=self._log_fields(step=step.__name__, err=self._scrub(traceback.format_exc())),
+            )
             self._self.poll_errors.labels(self.target.name, step.__name__, INTERNAL).inc()
             await self._disconnect()
             self._publish_samples(current=False)
@@ -168,6 +182,11 @@ class TargetWorker:
         """The target's connection, opened if needed; raises what psycopg raises."""
         if self._conn is not None:
             return self._conn
+        conninfo = self.target.conninfo
+        if self.target.password is not None:
+            # Before the connect timeout starts: a token helper has its own timeout.
+            self._password = await read_password(self.target.password)
+            conninfo = make_conninfo(conninfo, password=self._password)
         async with client_timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
             # No automatic prepared statements: psycopg (3.3) prepares a statement on its 6th
             # run, and when that run sits behind a failed statement in a pipeline, the server
@@ -175,7 +194,7 @@ class TargetWorker:
             # ("prepared statement _pg3_0 does not exist") until a reconnect
             # (docs/reliability.md). prepare() does it instead, outside any pipeline.
             conn = await psycopg.AsyncConnection.connect(
-                self.target.conninfo, autocommit=True, row_factory=dict_row, prepare_threshold=None
+                conninfo, autocommit=True, row_factory=dict_row, prepare_threshold=None
             )
             try:
                 version = conn.info.server_version
@@ -209,12 +228,13 @@ class TargetWorker:
             await conn.close()
 
     def _record_failure(self, collector: str, exc: BaseException, what: str = "poll") -> None:
-        message = scrub(
-            str(exc).strip().split("\n")[0] or type(exc).__name__,
-            dsn=self.target.conninfo,
-            password=self.target.password,
-        )
+        message = self._scrub(str(exc).strip().split("\n")[0] or type(exc).__name__)
         self._report(collector, error_kind(exc), message, what)
+
+    def _scrub(self, text: str) -> str:
+        return scrub(
+            text, dsn=self.target.conninfo, password=self._password or self.target.dsn_password
+        )
 
     def _report(self, collector: str, kind: str, message: str, what: str) -> None:
         self._self.poll_errors.labels(self.target.name, collector, kind).inc()
@@ -259,7 +279,13 @@ class TargetWorker:
             read_at = time.time()
             async with client_timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
                 results = await run_pipelined(conn, [self._statements[sql] for _, sql in runnable])
-        except (psycopg.Error, TimeoutError, OSError, UnsupportedServerError) as exc:
+        except (
+            psycopg.Error,
+            TimeoutError,
+            OSError,
+            UnsupportedServerError,
+            PasswordSourceError,
+        ) as exc:
             # Unreachable, refused, timed out or dropped: start over on the next poll.
             await self._disconnect()
             self._record_failure("connection", exc)

@@ -56,11 +56,11 @@ def wants_gzip(header: str | None) -> bool:
     return gzip > 0 and gzip >= weights.get("identity", 0.0)
 
 
-def parse_listen_address(address: str) -> tuple[str, int]:
+def parse_listen_address(address: str, flag: str = "--web.listen-address") -> tuple[str, int]:
     """':9188', '127.0.0.1:9188', '[::1]:9188' -> (host, port); '' host = all interfaces."""
     host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ConfigError(f"invalid --web.listen-address {address!r}: use [host]:port")
+        raise ConfigError(f"invalid {flag} {address!r}: use [host]:port")
     return host.strip("[]"), int(port)
 
 
@@ -165,6 +165,23 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # access logs would be one line per scrape
 
 
+class _HealthHandler(_Handler):
+    """The health listener's: /healthz and nothing else. It stays plain HTTP and open when the
+    web config puts /metrics behind TLS, client certificates or basic auth, which probes
+    (Docker's HEALTHCHECK, the kubelet) cannot provide."""
+
+    def do_GET(self) -> None:
+        if urlsplit(self.path).path == "/healthz":
+            self._send(200, "text/plain; charset=utf-8", b"ok\n")
+        else:
+            self._send(404, "text/plain; charset=utf-8", b"not found\n")
+
+
+def _start(address: tuple[str, int], handler: type[_Handler]) -> _Server:
+    server_class = _Server6 if ":" in address[0] else _Server
+    return server_class(address, handler)
+
+
 def serve(
     address: tuple[str, int],
     exposition: Exposition,
@@ -173,8 +190,7 @@ def serve(
     web: WebConfig,
 ) -> ThreadingHTTPServer:
     """Bind and serve in a background thread; raises OSError when the port is taken."""
-    server_class = _Server6 if ":" in address[0] else _Server
-    server = server_class(address, _Handler)
+    server = _start(address, _Handler)
     server.exposition = exposition
     server.metrics_path = metrics_path
     server.landing = landing_page(targets, metrics_path)
@@ -186,4 +202,11 @@ def serve(
             server.socket, server_side=True, do_handshake_on_connect=False
         )
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+    return server
+
+
+def serve_health(address: tuple[str, int]) -> ThreadingHTTPServer:
+    """The plain /healthz listener, in a background thread; OSError when the port is taken."""
+    server = _start(address, _HealthHandler)
+    threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
     return server
