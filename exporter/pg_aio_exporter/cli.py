@@ -21,9 +21,10 @@ from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import Target, load_config, parse_duration, target_from_dsn
 from pg_aio_exporter.config.webconfig import WebConfig, load_web_config
-from pg_aio_exporter.report.command import ReportOptions, SaveFailed, Unreachable, run_report
+from pg_aio_exporter.report.command import ReportOptions, SaveFailed, run_report
 from pg_aio_exporter.report.document import load_baseline
 from pg_aio_exporter.report.outcome import FAIL_ON
+from pg_aio_exporter.report.runner import Unreachable
 from pg_aio_exporter.web.server import parse_listen_address
 
 PROG = "pg-aio-exporter"
@@ -220,6 +221,8 @@ def build_report_parser() -> argparse.ArgumentParser:
         "--config", metavar="FILE", help="YAML file with a list of targets (with --target)"
     )
     parser.add_argument("--target", metavar="NAME", help="which target of --config to report on")
+    # A --dsn target is named as the exporter names it; labels are for series, not reports.
+    parser.set_defaults(target_name=None, label=[])
     parser.add_argument("--duration", default="2m", help="how long to watch, 10s..24h (default 2m)")
     parser.add_argument(
         "--sample-interval",

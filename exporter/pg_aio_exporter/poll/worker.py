@@ -178,8 +178,7 @@ class TargetWorker:
             self._publish_samples(current=False)
             return False
 
-    async def connect(self) -> Connection:
-        """The target's connection, opened if needed; raises what psycopg raises."""
+    async def _connect(self) -> Connection:
         if self._conn is not None:
             return self._conn
         conninfo = self.target.conninfo
@@ -270,7 +269,7 @@ class TargetWorker:
         out = MetricSet(self._base_labels)
         started = time.perf_counter()
         try:
-            conn = await self.connect()
+            conn = await self._connect()
             version = conn.info.server_version
             self._log_unsupported(version)
             runnable = _runnable(self._collectors, version)

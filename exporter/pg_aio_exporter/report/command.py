@@ -11,25 +11,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import psycopg
-
 from pg_aio_exporter.config.targets import Target
-from pg_aio_exporter.poll.errors import UnsupportedServerError, error_kind
-from pg_aio_exporter.redact import scrub
 from pg_aio_exporter.report import document, text, thresholds, units
 from pg_aio_exporter.report.outcome import exit_code, judge
 from pg_aio_exporter.report.runner import measure
 from pg_aio_exporter.report.summary import Summary
-
-CAUSES = {
-    "auth": "login refused",
-    "timeout": "no answer in time",
-    "unsupported": "server not supported",
-}
-
-
-class Unreachable(Exception):
-    """The server could not be reached or the role could not log in; str() is one line."""
 
 
 class SaveFailed(Exception):
@@ -45,13 +31,6 @@ class ReportOptions:
     save: Path | None
     baseline: Summary | None
     fail_on: str | None
-
-
-def connect_failure(target: Target, exc: BaseException) -> str:
-    message = str(exc).strip().split("\n")[0] or type(exc).__name__
-    cause = CAUSES.get(error_kind(exc), "server unreachable")
-    safe = scrub(message, dsn=target.conninfo, password=target.password)
-    return f"cannot connect to {target.address}: {cause}: {safe}"
 
 
 def show_progress(left: float, samples: int) -> None:
@@ -72,8 +51,6 @@ def run_report(target: Target, options: ReportOptions) -> int:
                 progress=show_progress if terminal else None,
             )
         )
-    except (psycopg.Error, OSError, TimeoutError, UnsupportedServerError) as exc:
-        raise Unreachable(connect_failure(target, exc)) from None
     finally:
         if terminal:
             sys.stderr.write("\r" + " " * 60 + "\r")

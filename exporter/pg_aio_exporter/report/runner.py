@@ -34,6 +34,18 @@ STATS_FLUSH = 1.1
 Progress = Callable[[float, int], None]  # seconds left, samples taken
 
 
+# What a failed connection was, by the worker's error kind; anything else: unreachable.
+CAUSES = {
+    "auth": "login refused",
+    "timeout": "no answer in time",
+    "unsupported": "server not supported",
+}
+
+
+class Unreachable(Exception):
+    """The server could not be reached or the role could not log in; str() is one line."""
+
+
 class Recorder:
     """The tap: what the window's polls read, and what failed."""
 
@@ -41,7 +53,7 @@ class Recorder:
         self.reads = ReadWindow()
         self.server_rows: list[Row] = []
         self.settings_rows: list[Row] = []
-        self.failures: dict[str, str] = {}  # collector -> the last message, in words
+        self.failures: dict[str, tuple[str, str]] = {}  # collector -> kind, the last message
 
     def start(self) -> None:
         """Forget the reads seen so far: the window starts now."""
@@ -58,7 +70,12 @@ class Recorder:
             self.settings_rows = rows
 
     def failed(self, collector: str, kind: str, message: str) -> None:
-        self.failures[collector] = f"{message} ({kind})"
+        self.failures[collector] = (kind, message)
+
+    def unreachable(self, target: Target) -> Unreachable:
+        kind, message = self.failures.get("connection", ("connection", "no poll succeeded"))
+        cause = CAUSES.get(kind, "server unreachable")
+        return Unreachable(f"cannot connect to {target.address}: {cause}: {message}")
 
 
 def server_facts(server_rows: list[Row], settings_rows: list[Row]) -> ServerFacts:
@@ -114,8 +131,8 @@ async def measure(
     timeout: float,
     progress: Progress | None = None,
 ) -> Summary:
-    """Watch `target` for `duration` seconds. Raises what psycopg raises when the first
-    connection fails; later failures are in the summary's not_visible."""
+    """Watch `target` for `duration` seconds. Raises Unreachable when the first connection
+    fails; later failures are in the summary's not_visible."""
     # The worker logs each failure; the report states them itself.
     logging.getLogger("pg_aio_exporter").setLevel(logging.CRITICAL)
     recorder = Recorder()
@@ -131,10 +148,11 @@ async def measure(
     )
     sampler = worker.sampler
     assert sampler is not None, "the report always samples"
-    await worker.connect()
-    # A new connection reads some 70 catalog blocks, and its first statements a few more:
-    # poll, wait, poll, and they are in pg_stat_io before the window's first poll.
-    await worker.poll()
+    # The first poll connects (its failure, scrubbed and classified by the worker, is the
+    # report's). A new connection reads some 70 catalog blocks, and its first statements a few
+    # more: poll, wait, poll, and they are in pg_stat_io before the window's first poll.
+    if not await worker.poll():
+        raise recorder.unreachable(target)
     await asyncio.sleep(STATS_FLUSH)
     await worker.poll()
     recorder.start()
@@ -150,10 +168,13 @@ async def measure(
         if shown is not None:
             shown.cancel()
     if not recorder.server_rows:
-        raise ConnectionError(recorder.failures.get("connection", "no poll succeeded"))
+        raise recorder.unreachable(target)
     facts = server_facts(recorder.server_rows, recorder.settings_rows)
+    unseen = [
+        f"{c}: {message} ({kind})" for c, (kind, message) in sorted(recorder.failures.items())
+    ]
     if not facts.has_pg_stat_io:
-        recorder.failures["pg_stat_io"] = "needs PostgreSQL 16 or newer: no read figures"
+        unseen.append("pg_stat_io: needs PostgreSQL 16 or newer: no read figures")
     return Summary(
         target=target.name,
         started_at=started,
@@ -165,5 +186,5 @@ async def measure(
         activity=activity(sampler, sample_interval),
         resets=tuple(recorder.reads.resets),
         restarts=recorder.reads.restarts,
-        not_visible=tuple(f"{c}: {m}" for c, m in sorted(recorder.failures.items())),
+        not_visible=tuple(unseen),
     )
