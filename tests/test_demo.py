@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from deploy_files import run
 from harness import REPO, labels, parse, wait_for
 from pg_aio_exporter.demo import server as demo_server
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir, free_port
@@ -81,14 +82,7 @@ def run_demo(tmp_path: Path) -> None:
         # The report command it prints works as printed, from the README's directory.
         command = re.search(r"report on it, in another terminal: (.+)", log_path.read_text())
         assert command, log_path.read_text()
-        report = subprocess.run(
-            [*shlex.split(command.group(1)), "--duration", "10s"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        report = run(*shlex.split(command.group(1)), "--duration", "10s")
         assert report.returncode == 0, report.stderr
         assert "Reads are not storage-bound" in " ".join(report.stdout.split())
     finally:

@@ -178,26 +178,22 @@ def test_installed_wheel_runs_with_the_image_command(pg18: LocalServer, tmp_path
     print(f"wheel build+install {install_seconds:.1f}s, exporter RSS {rss:.1f} MiB")
 
     # The report ships in the wheel with its thresholds and schema: run from outside the clone.
-    report = subprocess.run(
-        [str(bin_dir / "pg-aio-exporter"), "report", "--duration", "10s", "--format", "json"],
-        env=env,
+    report = run(
+        bin_dir / "pg-aio-exporter",
+        "report",
+        "--duration",
+        "10s",
+        "--format",
+        "json",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+        env=env,
     )
     assert report.returncode == 0, report.stderr
     doc = json.loads(report.stdout)
     assert doc["schema"] == 1 and doc["verdict"]["storage"], doc
-    installed = subprocess.run(
-        [
-            str(bin_dir / "python"),
-            "-c",
-            "import pg_aio_exporter.report.document as d; print(d.SCHEMA_FILE.read_text()[:1])",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
+    installed = run(
+        bin_dir / "python",
+        "-c",
+        "import pg_aio_exporter.report.document as d; print(d.SCHEMA_FILE.read_text()[:1])",
     )
     assert installed.stdout.strip() == "{"

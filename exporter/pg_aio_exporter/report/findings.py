@@ -70,6 +70,13 @@ class Context:
         figures = self.summary.total.figures
         return None if figures is None else figures.seconds_per_byte
 
+    def latency_limit(self) -> float | None:
+        """PgAioReadLatencyHigh's limit for this window's average read size."""
+        figures = self.summary.total.figures
+        if figures is None:
+            return None
+        return self.thresholds.allowed_seconds_per_read(figures.size_bytes)
+
     def baseline_seconds_per_byte(self) -> float | None:
         if self.baseline is None:
             return None
@@ -150,14 +157,8 @@ def reads_not_yet_counted(ctx: Context) -> Finding | None:
     )
 
 
-def _latency_limit(ctx: Context) -> float | None:
-    """PgAioReadLatencyHigh's limit for this window's average read size."""
-    figures = ctx.summary.total.figures
-    return None if figures is None else ctx.thresholds.allowed_seconds_per_read(figures.size_bytes)
-
-
 def read_latency_high(ctx: Context) -> Finding | None:
-    per_read, limit = ctx.seconds_per_read(), _latency_limit(ctx)
+    per_read, limit = ctx.seconds_per_read(), ctx.latency_limit()
     if per_read is None or limit is None or not ctx.enough_reads or per_read <= limit:
         return None
     return Finding(
@@ -198,7 +199,7 @@ def storage_saturated(ctx: Context) -> Finding | None:
         evidence |= {"baseline_seconds_per_byte": baseline, "latency_factor": t.latency_factor}
         slow = f"{units.ratio(per_byte / baseline)} the baseline's wait per MiB"
     else:
-        limit = _latency_limit(ctx)
+        limit = ctx.latency_limit()
         if limit is None or per_read <= limit:
             return None
         evidence["max_seconds_per_read"] = limit
