@@ -255,3 +255,25 @@ def test_bad_override_is_rejected(
     path.write_text(yaml.safe_dump(override))
     with pytest.raises(generate.ParamsError, match=message):
         generate.load_params([path])
+
+
+def test_a_threshold_has_one_source(
+    generate: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's thresholds file and params.yaml set different keys; a key in both fails."""
+    params = yaml.safe_load(generate.DEFAULT_PARAMS.read_text())
+    thresholds = yaml.safe_load(generate.THRESHOLDS.read_text())
+    assert "min_read_ops_per_second" not in params
+    assert "factor" not in params["alerts"]["PgAioReadLatencyRegression"]
+    assert (
+        generate.load_params()["alerts"]["PgAioReadLatencyRegression"]["factor"]
+        == (thresholds["alerts"]["PgAioReadLatencyRegression"]["factor"])
+    )
+    params["alerts"]["PgAioStorageSaturated"]["latency_factor"] = 5
+    twice = tmp_path / "params.yaml"
+    twice.write_text(yaml.safe_dump(params))
+    monkeypatch.setattr(generate, "DEFAULT_PARAMS", twice)
+    with pytest.raises(
+        generate.ParamsError, match=r"PgAioStorageSaturated\.latency_factor is set in both"
+    ):
+        generate.load_params()
