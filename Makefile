@@ -68,11 +68,12 @@ dashboards: $(STAMP)
 screenshots: $(STAMP)
 	$(BIN)/python dashboards/render_pictures.py
 
-# Performance figures of README "Performance" (~15 minutes; not part of `make test`).
+# Performance figures of README "Performance" and docs/report.md (~20 minutes; not part of `make test`).
 bench: $(STAMP)
 	$(BIN)/python bench/scrape.py
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/server_cost.py
+	$(BIN)/python bench/report_cost.py
 
 # Regenerate every file that derives from alerts/params.yaml: alerts/*.yml, the tables of
 # docs/alerts.md, and the PrometheusRule of deploy/kubernetes that wraps alerts/*.yml.

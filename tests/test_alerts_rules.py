@@ -271,17 +271,18 @@ def test_make_rules_regenerates_every_file_from_the_params(tmp_path: Path) -> No
     """A changed parameter reaches every file generated from it with one `make rules`, the
     PrometheusRule of deploy/kubernetes included."""
     copy = tmp_path / "repo"
-    for part in ("Makefile", "pyproject.toml", "alerts", "docs/alerts.md", "deploy/kubernetes"):
+    parts = ("Makefile", "pyproject.toml", "alerts", "docs/alerts.md", "deploy/kubernetes")
+    for part in (*parts, "exporter/pg_aio_exporter/thresholds.yaml"):
         (copy / part).parent.mkdir(parents=True, exist_ok=True)
         source = REPO / part
         if source.is_dir():
             shutil.copytree(source, copy / part)
         else:
             shutil.copy2(source, copy / part)
-    params_file = copy / "alerts" / "params.yaml"
-    params = yaml.safe_load(params_file.read_text())
-    params["min_read_ops_per_second"] += 1
-    params_file.write_text(yaml.safe_dump(params))
+    thresholds_file = copy / "exporter" / "pg_aio_exporter" / "thresholds.yaml"
+    thresholds = yaml.safe_load(thresholds_file.read_text())
+    thresholds["min_read_ops_per_second"] += 1
+    thresholds_file.write_text(yaml.safe_dump(thresholds))
     venv = Path(sys.prefix)  # the one running these tests, taken as built
     subprocess.run(
         ["make", "-C", str(copy), f"VENV={venv}", "-o", f"{venv}/.installed-stamp", "rules"],
@@ -297,3 +298,25 @@ def test_make_rules_regenerates_every_file_from_the_params(tmp_path: Path) -> No
         assert (copy / name).read_text() != (REPO / name).read_text(), f"{name} not regenerated"
     check = [sys.executable, str(copy / "deploy" / "kubernetes" / "generate_prometheusrule.py")]
     assert subprocess.run([*check, "--check"], capture_output=True, check=False).returncode == 0
+
+
+def test_a_threshold_has_one_source(
+    generate: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's thresholds file and params.yaml set different keys; a key in both fails."""
+    params = yaml.safe_load(generate.DEFAULT_PARAMS.read_text())
+    thresholds = yaml.safe_load(generate.THRESHOLDS.read_text())
+    assert "min_read_ops_per_second" not in params
+    assert "factor" not in params["alerts"]["PgAioReadLatencyRegression"]
+    assert (
+        generate.load_params()["alerts"]["PgAioReadLatencyRegression"]["factor"]
+        == (thresholds["alerts"]["PgAioReadLatencyRegression"]["factor"])
+    )
+    params["alerts"]["PgAioStorageSaturated"]["latency_factor"] = 5
+    twice = tmp_path / "params.yaml"
+    twice.write_text(yaml.safe_dump(params))
+    monkeypatch.setattr(generate, "DEFAULT_PARAMS", twice)
+    with pytest.raises(
+        generate.ParamsError, match=r"PgAioStorageSaturated\.latency_factor is set in both"
+    ):
+        generate.load_params()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pwd
 import re
+import shlex
 import signal
 import subprocess
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from deploy_files import run
 from harness import REPO, labels, parse, wait_for
 from pg_aio_exporter.demo import server as demo_server
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir, free_port
@@ -77,6 +79,12 @@ def run_demo(tmp_path: Path) -> None:
         first = wait_for(reads, 30, "bulkread reads")
         time.sleep(3)
         assert reads() > first
+        # The report command it prints works as printed, from the README's directory.
+        command = re.search(r"report on it, in another terminal: (.+)", log_path.read_text())
+        assert command, log_path.read_text()
+        report = run(*shlex.split(command.group(1)), "--duration", "10s")
+        assert report.returncode == 0, report.stderr
+        assert "Reads are not storage-bound" in " ".join(report.stdout.split())
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(60)

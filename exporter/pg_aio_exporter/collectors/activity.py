@@ -92,6 +92,7 @@ class ActivityCollector:
         self.wait_events: Counter[WaitKey] = Counter()
         self.io_workers: int | None = None  # None until io workers could be seen (PG 18+)
         self.busy = 0
+        self.slots = 0  # io workers seen, summed over samples: busy / slots = utilisation
         self.utilization: float | None = None
         self._window = _Window()
 
@@ -106,6 +107,7 @@ class ActivityCollector:
         if version_num >= PG18 and seen.background_seen:
             self.io_workers = seen.io_workers
             self.busy += seen.io_workers_busy
+            self.slots += seen.io_workers
             self._window.busy += seen.io_workers_busy
             self._window.slots += seen.io_workers
         if seen.hidden:
