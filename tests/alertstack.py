@@ -25,6 +25,7 @@ WINDOW = "15s"
 # Windows and `for` shrunk to fit a test; every threshold keeps its shipped default except the
 # absolute latency one: the slowed reads (a few ms) are slow but not 20 ms slow.
 SHORT: dict[str, Any] = {
+    "scrape_interval": "1s",
     "rate_windows": ["5s", WINDOW],
     "alert_window": WINDOW,
     "alerts": {

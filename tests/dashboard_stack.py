@@ -1,13 +1,14 @@
 """The stack the dashboards are checked and pictured against: a read workload on a real
-PostgreSQL 18, the exporter with short intervals, and a real Prometheus that scrapes it and
-evaluates the shipped rules. Used by test_dashboards_e2e.py and dashboards/render_pictures.py."""
+PostgreSQL 18, the exporter, and real Prometheus servers (one per version asked for) that scrape
+it and evaluate the shipped rules. Used by test_dashboards_e2e.py and
+dashboards/render_pictures.py."""
 
 from __future__ import annotations
 
 import re
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -21,21 +22,42 @@ sys.path.insert(0, str(ROOT / "dashboards"))
 
 import dashboard_queries as dq  # noqa: E402  (dashboards/ is not a package)
 
-# The shipped rule files, as shipped: their shortest window (1m) already yields data after two
-# 1 s scrapes, so no regeneration with shorter windows is needed.
+# The shipped rule files, as shipped: their windows (4m, 5m) yield data after two scrapes.
 RULE_FILES = sorted((ROOT / "alerts").glob("*.yml"))
-# Grafana's globals for a dashboard over the last minute of 1 s scrapes ($__rate_interval is
-# at least 4 scrape intervals).
-E2E_GLOBALS = {"__rate_interval": "5s", "__interval": "1s", "__range": "20s"}
-# A user-typed comparison offset short enough for "now vs before" to have both sides in a
-# one-minute test; 1d/7d/30d are the same query with a longer offset.
+
+
+def grafana_globals(scrape_seconds: int, range_seconds: int) -> dict[str, str]:
+    """Grafana's globals for a dashboard over the last `range_seconds`, its data source's scrape
+    interval set to the real one. $__interval is then the scrape interval (a short range), and
+    $__rate_interval = max($__interval + scrape interval, 4 x scrape interval) = 4 x."""
+    return {
+        "__rate_interval": f"{4 * scrape_seconds}s",
+        "__interval": f"{scrape_seconds}s",
+        "__range": f"{range_seconds}s",
+    }
+
+
+# Grafana over the last 20 s of 1 s scrapes, and a user-typed comparison offset short enough
+# for "now vs before" to have both sides in a one-minute run; 1d/7d/30d are the same query
+# with a longer offset.
+E2E_GLOBALS = grafana_globals(1, 20)
 E2E_OFFSET = "20s"
 
 
 @contextmanager
-def aio_stack(dsn: str) -> Iterator[tuple[Exporter, Prometheus]]:
+def aio_stack(
+    dsn: str,
+    *,
+    scrape_interval: str = "1s",
+    poll_interval: str = "1s",
+    versions: Sequence[str] = ("2",),
+    jobs: Mapping[str, Sequence[str]] | None = None,
+) -> Iterator[tuple[Exporter, dict[str, Prometheus]]]:
+    """Yields the exporter and a Prometheus per version in `versions`, each scraping it (and
+    `jobs`) every `scrape_interval`, once each has scraped it."""
     workload = Workload(dsn, clients=2, pause=0.05).start()
-    exporter = prom = None
+    exporter = None
+    proms: dict[str, Prometheus] = {}
     try:
         # An extra label, as a fleet has: the dashboards' variable for it must list a value.
         exporter = Exporter(
@@ -44,15 +66,24 @@ def aio_stack(dsn: str) -> Iterator[tuple[Exporter, Prometheus]]:
             "--label",
             "cluster=e2e",
             "--poll-interval",
-            "1s",
+            poll_interval,
             "--sample-interval",
             "200ms",
         )
-        prom = Prometheus([f"127.0.0.1:{exporter.port}"], rule_files=RULE_FILES, interval="1s")
-        wait_for(lambda: prom and prom.query("pg_up"), 30, "Prometheus' first scrape")
-        yield exporter, prom
+        for version in versions:
+            proms[version] = Prometheus(
+                [f"127.0.0.1:{exporter.port}"],
+                rule_files=RULE_FILES,
+                interval=scrape_interval,
+                version=version,
+                jobs=jobs,
+            )
+        for prom in proms.values():
+            # The first scrape comes within one interval (Prometheus spreads scrape starts).
+            wait_for(lambda p=prom: p.query('pg_up{target!=""}'), 90, "a first scrape", every=1)
+        yield exporter, proms
     finally:
-        if prom:
+        for prom in proms.values():
             prom.stop()
         if exporter:
             exporter.stop()
@@ -69,18 +100,22 @@ def resolve(
     prom: Prometheus,
     prefer: Mapping[str, str] | None = None,
     seconds: float = 60,
+    *,
+    grafana: Mapping[str, str] = E2E_GLOBALS,
+    offset: str = E2E_OFFSET,
 ) -> dict[str, str]:
     """Variable values as Grafana would set them, each label_values() query run against
     Prometheus with the variables before it already set. Without `prefer` every multi-value
     variable is "All" (its allValue); with it, one real value: the preferred one if Prometheus
-    has it, else the first. Raises AssertionError when a variable query lists nothing."""
-    values: dict[str, str] = {"datasource": "prometheus", **E2E_GLOBALS}
+    has it, else the first. `grafana`: Grafana's globals; `offset`: the comparison offset typed
+    in. Raises AssertionError when a variable query lists nothing."""
+    values: dict[str, str] = {"datasource": "prometheus", **grafana}
     end = time.time()
     variable_queries = {q.where: q for q in dq.queries(board) if q.kind == "variable"}
     for var in dq.variables(board):
         name = var["name"]
         if var["type"] == "custom":
-            values[name] = E2E_OFFSET if name == "offset" else var["current"]["value"]
+            values[name] = offset if name == "offset" else var["current"]["value"]
             continue
         if var["type"] != "query":
             continue

@@ -1,7 +1,9 @@
-"""A real Prometheus (Debian's package) as a plain process on 127.0.0.1, for end-to-end tests."""
+"""A real Prometheus as a plain process on 127.0.0.1, for end-to-end tests: Debian's package
+(2.x) or 3.5, built once by scripts/prometheus3.sh and cached outside the clone."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -9,7 +11,7 @@ import tempfile
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,24 @@ import yaml
 from harness import terminate, wait_for
 from pg_aio_exporter.demo.server import free_port
 
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+BUILD_3 = Path(__file__).resolve().parents[1] / "scripts" / "prometheus3.sh"
 ALERTMANAGER = shutil.which("prometheus-alertmanager") or "/usr/bin/prometheus-alertmanager"
+# The major versions every rule and dashboard test runs on: what Debian ships, what users install.
+VERSIONS = ("2", "3")
+
+
+@functools.cache
+def binary(version: str, tool: str = "prometheus") -> str:
+    """`prometheus` or `promtool` of a major version of VERSIONS."""
+    if version == "2":
+        return shutil.which(tool) or f"/usr/bin/{tool}"
+    if version != "3":
+        raise ValueError(f"no Prometheus {version} here: one of {VERSIONS}")
+    # Instant when cached; otherwise a build of a few minutes, which `make test` runs first.
+    built = subprocess.run([BUILD_3], capture_output=True, text=True, check=False)
+    if built.returncode != 0:
+        raise AssertionError(built.stderr.strip())
+    return str(Path(built.stdout.strip()) / tool)
 
 
 class _Daemon:
@@ -64,22 +82,30 @@ class _Daemon:
 
 
 class Prometheus(_Daemon):
-    """Scrapes `targets` (host:port) every `interval` and evaluates `rule_files` as often."""
+    """Scrapes `targets` (host:port) as job `pg_aio`, and each of `jobs` (job name: targets),
+    every `interval`, and evaluates `rule_files` as often; `version` is one of VERSIONS."""
 
     name = "prometheus"
     storage_flag = "--storage.tsdb.path"
 
     def __init__(
-        self, targets: Sequence[str], rule_files: Sequence[Path] = (), interval: str = "1s"
+        self,
+        targets: Sequence[str],
+        rule_files: Sequence[Path] = (),
+        interval: str = "1s",
+        version: str = "2",
+        jobs: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
+        self.version = version
         config = {
             "global": {"scrape_interval": interval, "evaluation_interval": interval},
             "rule_files": [str(p) for p in rule_files],
             "scrape_configs": [
-                {"job_name": "pg_aio", "static_configs": [{"targets": list(targets)}]}
+                {"job_name": job, "static_configs": [{"targets": list(job_targets)}]}
+                for job, job_targets in {"pg_aio": targets, **(jobs or {})}.items()
             ],
         }
-        super().__init__(config, [PROMETHEUS])
+        super().__init__(config, [binary(version)])
 
     def api(self, path: str, **params: str) -> Any:
         url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"

@@ -1,108 +1,315 @@
-"""End to end with io_method=worker: PostgreSQL 18 on slow storage (the read-delay shim), the
-exporter, and a real Prometheus running the shipped rules with short windows (alertstack.py).
+"""End to end: PostgreSQL 18 on slow storage, the exporter, and Prometheus 2 and 3 side by side,
+each running the rules.
 
-One io worker serves four clients scanning a table 2x shared_buffers. With fast storage no
-alert may even be pending; once the shim makes every read slow, the latency, storage and io
-worker pool alerts must fire; once storage is fast again they must resolve. Then the pool is
-resized under load: quiet with three workers, saturated once it shrinks to one."""
+Storage turning slow: the shipped rules generated with short windows from a params override
+(never edited by hand). One io worker serves four clients scanning a table 2x shared_buffers.
+With fast storage no alert may even be pending; once the read-delay shim makes every read slow,
+the latency, storage and io worker pool alerts must fire; once storage is fast again they must
+resolve.
+
+Storage slow from the start: the shipped rules as shipped, a server whose reads are slow from
+its first second next to a normal one, watched by a fresh Prometheus. The regression alerts
+cannot see it (the server never differs from its own past): the absolute latency alert must
+go pending for it, and nothing for the normal one."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-import psycopg
 import pytest
+import yaml
 
-from alertstack import STORAGE_ALERTS, WINDOW, Stack, alert_stack, follow_storage, short_rules
-from harness import labels, wait_for
+from dashboard_stack import RULE_FILES
+from harness import Exporter, wait_for
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import Workload, create_table
+from prometheus import VERSIONS, Prometheus
 from slowread import ONE_IO_WORKER, SlowReads
 
 pytestmark = pytest.mark.integration
 
-POOL_ALERT = "PgAioWorkerPoolSaturated"
+GENERATOR = Path(__file__).resolve().parent.parent / "alerts" / "generate.py"
+WINDOW = "15s"
+# Windows and `for` shrunk to fit a test; every threshold keeps its shipped default except the
+# absolute latency one: reads delayed 5 ms wait about the shipped 5 ms allowance (the test of a
+# server slow from its start holds the shipped one against 8 ms reads).
+SHORT: dict[str, Any] = {
+    "scrape_interval": "1s",
+    "rate_windows": ["5s", WINDOW],
+    "alert_window": WINDOW,
+    "alerts": {
+        # Longer than the whole test: the baseline is the median of everything seen.
+        "PgAioReadLatencyRegression": {"for": "5s", "baseline_window": "10m"},
+        "PgAioReadLatencyHigh": {"for": "5s", "max_seconds_per_read": 0.002},
+        "PgAioStorageSaturated": {"for": "5s"},
+        "PgAioWorkerPoolSaturated": {"for": "5s"},
+    },
+}
+SLOW_ALERTS = {
+    "PgAioReadLatencyRegression",
+    "PgAioReadLatencyHigh",
+    "PgAioStorageSaturated",
+    "PgAioWorkerPoolSaturated",
+}
 DELAY_US = 5000
-POOL_QUIET_SECONDS = 15
+QUIET_SECONDS = 40
+
+
+def value(prom: Prometheus, expr: str) -> float | None:
+    result = prom.query(expr)
+    return float(result[0]["value"][1]) if result else None
+
+
+def start_prometheus(exporter: Exporter, rule_files: list[Path]) -> dict[str, Prometheus]:
+    """One Prometheus per version, each scraping the exporter every second."""
+    proms: dict[str, Prometheus] = {}
+    try:
+        for version in VERSIONS:
+            proms[version] = Prometheus(
+                [f"127.0.0.1:{exporter.port}"], rule_files, interval="1s", version=version
+            )
+    except BaseException:
+        stop(proms)
+        raise
+    return proms
+
+
+def stop(proms: dict[str, Prometheus]) -> None:
+    for prom in proms.values():
+        prom.stop()
 
 
 @dataclass
-class WorkerStack:
-    alerts: Stack
+class Stack:
+    server: LocalServer
     slow: SlowReads
+    exporter: Exporter
+    proms: dict[str, Prometheus]
+
+    def firing(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """By Prometheus version, the firing alerts by name."""
+        return {
+            version: {a["labels"]["alertname"]: a for a in p.alerts() if a["state"] == "firing"}
+            for version, p in self.proms.items()
+        }
+
+    def value(self, expr: str) -> float | None:
+        """On every Prometheus, or None if one has no value (the first one's value)."""
+        values = [value(p, expr) for p in self.proms.values()]
+        return None if None in values else values[0]
+
+    def measure(self, prom: Prometheus) -> dict[str, float | None]:
+        return {
+            name: value(prom, expr)
+            for name, expr in (
+                ("ms_per_read", f"pg_aio_target:read_latency_seconds:rate{WINDOW} * 1e3"),
+                ("ms_per_MiB", f"pg_aio_target:read_seconds_per_byte:rate{WINDOW} * 2^20 * 1e3"),
+                ("reads_per_s", f"pg_aio_target:read_ops_per_second:rate{WINDOW}"),
+                ("read_size_bytes", f"pg_aio_target:read_size_bytes:rate{WINDOW}"),
+                ("io_worker_utilization", f"pg_aio:io_worker_utilization:rate{WINDOW}"),
+                (
+                    "sessions_waiting_on_io",
+                    f'sum(pg_aio:active_sessions:rate{WINDOW}{{wait_event_type="IO",'
+                    'backend_type!="io worker"})',
+                ),
+            )
+        }
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerStack]:
-    rules = short_rules(tmp_path_factory.mktemp("rules"))
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    rules_dir = tmp_path_factory.mktemp("rules")
+    override = rules_dir / "short.yaml"
+    override.write_text(yaml.safe_dump(SHORT))
+    subprocess.run(
+        [sys.executable, GENERATOR, "--params", override, "--out", rules_dir], check=True
+    )
     server = LocalServer.create(settings=ONE_IO_WORKER)
+    exporter = None
+    proms: dict[str, Prometheus] = {}
     try:
         slow = SlowReads(server)
         server.start()
         create_table(server.dsn(), 32)
-        with alert_stack(server, rules) as alerts:
-            yield WorkerStack(alerts, slow)
+        exporter = Exporter(
+            "--dsn", server.dsn(), "--poll-interval", "1s", "--sample-interval", "200ms"
+        )
+        proms = start_prometheus(exporter, sorted(rules_dir.glob("*.yml")))
+        yield Stack(server, slow, exporter, proms)
     finally:
+        stop(proms)
+        if exporter:
+            exporter.stop()
         server.destroy()
 
 
-def test_alerts_follow_storage_from_fast_to_slow_and_back(stack: WorkerStack) -> None:
-    run = follow_storage(
-        stack.alerts,
-        slow=lambda: stack.slow.set_delay(DELAY_US),
-        fast=lambda: stack.slow.set_delay(0),
-        expected={*STORAGE_ALERTS, POOL_ALERT},
-        inputs=(f"pg_aio:io_worker_utilization:rate{WINDOW}",),
-    )
-    assert run.firing[POOL_ALERT]["labels"]["signal"] == "utilization"
-    fast, slow = run.measured["fast"]["ms_per_read"], run.measured["slow"]["ms_per_read"]
-    assert fast is not None and slow is not None
-    assert slow > 10 * fast
-
-
-def set_io_workers(server: LocalServer, workers: int | None) -> None:
-    """ALTER SYSTEM and reload (io_workers needs no restart); None = back to the file's."""
-    value = "RESET io_workers" if workers is None else f"SET io_workers = {workers}"
-    with psycopg.connect(server.dsn(), autocommit=True) as conn:
-        conn.execute(f"ALTER SYSTEM {value}")
-        conn.execute("SELECT pg_reload_conf()")
-
-
-def test_shrinking_the_pool_under_load_raises_the_pool_alert(stack: WorkerStack) -> None:
-    """io_workers 3 -> 1 under four scans on slow storage: the utilisation, worker samples
-    over worker samples, follows the pool at once, and the pool alert fires (the issue saw it
-    stay silent for minutes with the former denominator)."""
-    alerts, server = stack.alerts, stack.alerts.server
-    utilization = f"pg_aio:io_worker_utilization:rate{WINDOW}"
-    t = labels(target="default")
-    set_io_workers(server, 3)
-    stack.slow.set_delay(DELAY_US)
-    workload = Workload(server.dsn(), clients=4, pause=0.1).start()
+def test_alerts_follow_storage_from_fast_to_slow_and_back(stack: Stack) -> None:
+    started = time.monotonic()
+    workload = Workload(stack.server.dsn(), clients=4, pause=0.1).start()
     try:
+        # The quiet phase only proves something if the alerts' inputs exist and the traffic
+        # guard is passed: otherwise "no alert" would be trivially true.
         wait_for(
-            lambda: alerts.exporter.scrape().get("pg_aio_io_workers", {}).get(t) == 3,
-            30,
-            "three io workers",
+            lambda: (
+                stack.value(f"pg_aio_target:read_ops_per_second:rate{WINDOW} >= 10")
+                and stack.value(f"pg_aio:io_worker_utilization:rate{WINDOW}") is not None
+                and stack.value(f"pg_aio_target:read_seconds_per_byte:rate{WINDOW}")
+            ),
+            60,
+            "recording rules with traffic",
+            every=0.5,
         )
-        time.sleep(16)  # the utilisation window holds only the three-worker pool
-        three = []
-        for _ in range(POOL_QUIET_SECONDS):
-            pool = [a for a in alerts.prometheus.alerts() if a["labels"]["alertname"] == POOL_ALERT]
-            assert pool == [], f"three io workers are not saturated: {pool}"
-            three.append(alerts.value(utilization))
+        deadline = time.monotonic() + QUIET_SECONDS
+        while time.monotonic() < deadline:
+            for version, prom in stack.proms.items():
+                alerts = prom.alerts()
+                assert alerts == [], f"Prometheus {version}: alert under a normal load: {alerts}"
             time.sleep(1)
-        set_io_workers(server, 1)
-        shrunk = time.monotonic()
-        # The issue's bar: within 5 minutes of the change.
-        wait_for(lambda: POOL_ALERT in alerts.firing(), 300, "the pool alert", every=1)
-        fired_after = time.monotonic() - shrunk
-        firing = alerts.firing()
-        one = alerts.value(utilization)
-        print(f"\nutilisation with 3 workers: {three}\nwith 1: {one}, fired after {fired_after}")
+        fast = {v: stack.measure(p) for v, p in stack.proms.items()}
+
+        stack.slow.set_delay(DELAY_US)
+        slow_since = time.monotonic()
+        fired_after: dict[str, dict[str, float]] = {v: {} for v in stack.proms}
+
+        def all_fired() -> bool:
+            for version, firing in stack.firing().items():
+                for name in firing.keys() & SLOW_ALERTS:
+                    fired_after[version].setdefault(name, round(time.monotonic() - slow_since, 1))
+                unexpected = firing.keys() - SLOW_ALERTS
+                assert not unexpected, f"{version}: {[firing[n] for n in unexpected]}"
+            return all(fired.keys() >= SLOW_ALERTS for fired in fired_after.values())
+
+        try:
+            wait_for(all_fired, 120, "latency, storage and io worker alerts", every=1)
+        finally:
+            slow_numbers = {v: stack.measure(p) for v, p in stack.proms.items()}
+            for version in stack.proms:
+                print(
+                    f"\nPrometheus {version}\nfast: {fast[version]}\nslow ({DELAY_US} us): "
+                    f"{slow_numbers[version]}\nfired after {fired_after[version]}"
+                )
+        for firing in stack.firing().values():
+            assert firing["PgAioWorkerPoolSaturated"]["labels"]["signal"] == "utilization"
+            for alert in firing.values():
+                assert alert["annotations"]["runbook_url"].endswith(
+                    alert["labels"]["alertname"].lower()
+                )
+
+        stack.slow.set_delay(0)
+        fast_since = time.monotonic()
+        wait_for(
+            lambda: not any(f.keys() & SLOW_ALERTS for f in stack.firing().values()),
+            90,
+            "the alerts to resolve on fast storage",
+            every=1,
+        )
+        print(f"resolved after {time.monotonic() - fast_since:.1f}s")
     finally:
         workload.stop()
-        stack.slow.set_delay(0)
-        set_io_workers(server, None)
-    assert firing[POOL_ALERT]["labels"]["signal"] == "utilization"
+        print(f"e2e phases took {time.monotonic() - started:.1f}s")
+
+    for version in stack.proms:
+        before, after = fast[version]["ms_per_read"], slow_numbers[version]["ms_per_read"]
+        assert before is not None and after is not None
+        assert after > 10 * before
+
+
+# 8 kB reads at 8 ms each, one at a time: the badly throttled volume of docs/alerts.md.
+FROM_START_DELAY_US = 8000
+STORAGE_ALERTS = SLOW_ALERTS - {"PgAioWorkerPoolSaturated"}
+
+
+def test_storage_slow_from_the_first_second_alerts(tmp_path: Path) -> None:
+    servers: dict[str, LocalServer] = {}
+    workloads: list[Workload] = []
+    exporter = None
+    proms: dict[str, Prometheus] = {}
+    try:
+        for name in ("slow", "normal"):
+            servers[name] = LocalServer.create(settings=ONE_IO_WORKER)
+            if name == "slow":
+                SlowReads(servers[name]).set_delay(FROM_START_DELAY_US)
+            servers[name].start()
+            create_table(servers[name].dsn(), 32)
+        config = tmp_path / "targets.yaml"
+        targets = [{"name": name, "dsn": server.dsn()} for name, server in servers.items()]
+        config.write_text(yaml.safe_dump({"targets": targets}))
+        workloads = [Workload(s.dsn(), clients=2, pause=0.1).start() for s in servers.values()]
+        exporter = Exporter("--config", str(config), "--poll-interval", "1s")
+        proms = start_prometheus(exporter, RULE_FILES)
+        watched_since = time.monotonic()
+        pending_after: dict[str, float] = {}
+
+        def slow_alerted_normal_quiet() -> bool:
+            for version, prom in proms.items():
+                alerts = prom.alerts()
+                # The alerts on storage speed. The pool's and the exporter's own are not about
+                # it: one io worker feeding two scans can be busy on fast storage too, and a
+                # sampler can overrun on a loaded machine.
+                normal = [
+                    a
+                    for a in alerts
+                    if a["labels"].get("target") == "normal"
+                    and a["labels"]["alertname"] in STORAGE_ALERTS
+                ]
+                assert normal == [], f"Prometheus {version}: alert under a normal load: {normal}"
+                if any(
+                    a["labels"]["alertname"] == "PgAioReadLatencyHigh"
+                    and a["labels"]["target"] == "slow"
+                    for a in alerts
+                ):
+                    pending_after.setdefault(version, round(time.monotonic() - watched_since, 1))
+            return pending_after.keys() >= proms.keys()
+
+        def normal_measured() -> bool:
+            # Quiet means something only while the normal target's latency is measured and its
+            # traffic passes the alert's guard.
+            return all(
+                value(p, 'pg_aio_target:read_ops_per_second:rate5m{target="normal"} >= 10')
+                and value(p, 'pg_aio_target:read_latency_seconds:rate5m{target="normal"}')
+                for p in proms.values()
+            )
+
+        try:
+            wait_for(slow_alerted_normal_quiet, 300, "PgAioReadLatencyHigh on slow", every=1)
+            wait_for(
+                lambda: slow_alerted_normal_quiet() and normal_measured(),
+                120,
+                "the normal target's latency under traffic",
+                every=1,
+            )
+        finally:
+            for version, prom in proms.items():
+                numbers = {
+                    target: {
+                        name: value(prom, f'pg_aio_target:{rule}:rate5m{{target="{target}"}}')
+                        for name, rule in (
+                            ("s_per_read", "read_latency_seconds"),
+                            ("read_size_bytes", "read_size_bytes"),
+                            ("reads_per_s", "read_ops_per_second"),
+                        )
+                    }
+                    for target in servers
+                }
+                alerts = sorted(
+                    (a["labels"]["alertname"], a["labels"].get("target"), a["state"])
+                    for a in prom.alerts()
+                )
+                print(
+                    f"\nPrometheus {version}: PgAioReadLatencyHigh pending after "
+                    f"{pending_after.get(version)} s\n{numbers}\n{alerts}"
+                )
+    finally:
+        stop(proms)
+        if exporter:
+            exporter.stop()
+        for workload in workloads:
+            workload.stop()
+        for server in servers.values():
+            server.destroy()

@@ -1,20 +1,24 @@
-"""The shipped Prometheus rules: valid for promtool, exactly the generator's output for
-alerts/params.yaml, every alert proven to fire and to stay quiet by a promtool fixture, and
-every alert documented with a runbook."""
+"""The shipped Prometheus rules: valid for the promtool of Prometheus 2 and 3, exactly the
+generator's output for alerts/params.yaml, every alert proven to fire and to stay quiet by a
+promtool fixture (on 60 s scrapes) under both, blind to other exporters' series of the same
+names, and every alert documented with a runbook."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
+
+from alert_rules import load_generator
+from prometheus import VERSIONS, binary
 
 pytestmark = pytest.mark.unit
 
@@ -23,12 +27,13 @@ ALERTS_DIR = REPO / "alerts"
 RULE_FILES = sorted(ALERTS_DIR.glob("*.yml"))
 FIXTURES = sorted((Path(__file__).parent / "rules").glob("*.yml"))
 RUNBOOKS = REPO / "docs" / "runbooks.md"
-PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 
-# The names dashboards are built on (issue 5): renaming one breaks them.
+# The names users build their own panels on: renaming one breaks them. The shipped windows
+# follow from scrape_interval 60s: 4 scrapes (4m) and the alerts' 5m.
+SHIPPED_WINDOWS = ("4m", "5m")
 INTERFACE = [
     f"{level}:{name}:rate{window}"
-    for window in ("1m", "5m")
+    for window in SHIPPED_WINDOWS
     for level in ("pg_aio", "pg_aio_target")
     for name in (
         "read_ops_per_second",
@@ -40,19 +45,9 @@ INTERFACE = [
     )
 ] + [
     f"pg_aio:{name}:rate{window}"
-    for window in ("1m", "5m")
+    for window in SHIPPED_WINDOWS
     for name in ("io_worker_utilization", "active_sessions", "in_flight_depth")
 ]
-
-
-def load_generator() -> ModuleType:
-    # alerts/ is not a package: the generator is a standalone script users run.
-    spec = importlib.util.spec_from_file_location("generate", ALERTS_DIR / "generate.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["generate"] = module  # dataclasses look their module up while defining
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +55,13 @@ def generate() -> ModuleType:
     return load_generator()
 
 
-def promtool(*args: str | Path) -> subprocess.CompletedProcess[str]:
+def promtool(*args: str | Path, version: str = "2") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [PROMTOOL, *map(str, args)], capture_output=True, text=True, check=False, timeout=300
+        [binary(version, "promtool"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
     )
 
 
@@ -80,16 +79,44 @@ def test_rule_files_are_shipped() -> None:
     assert [p.name for p in RULE_FILES] == ["pg_aio_alerts.yml", "pg_aio_recording.yml"]
 
 
+@pytest.mark.parametrize("version", VERSIONS, ids=lambda v: f"prometheus{v}")
 @pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
-def test_promtool_check_rules(path: Path) -> None:
-    result = promtool("check", "rules", path)
+def test_promtool_check_rules(path: Path, version: str) -> None:
+    result = promtool("check", "rules", path, version=version)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.parametrize("version", VERSIONS, ids=lambda v: f"prometheus{v}")
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.stem)
-def test_promtool_fixtures(fixture: Path) -> None:
-    result = promtool("test", "rules", fixture)
+def test_promtool_fixtures(fixture: Path, version: str) -> None:
+    result = promtool("test", "rules", fixture, version=version)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_alert_family_has_a_60s_scrape_fixture() -> None:
+    # 60 s is the longest scrape interval the rules are built for (params.yaml scrape_interval).
+    for fixture in FIXTURES:
+        intervals = {group["interval"] for group in yaml.safe_load(fixture.read_text())["tests"]}
+        assert "1m" in intervals, f"{fixture.name}: no test group scraped every minute"
+
+
+@pytest.mark.parametrize("fixture", ["health", "latency_absolute", "settings"])
+def test_fixtures_fail_without_the_target_selector(
+    generate: ModuleType, tmp_path: Path, fixture: str
+) -> None:
+    """These fixtures hold another exporter's series of the same names (no `target` label):
+    with an empty selector the rules pick them up and the fixture fails, so it can fail."""
+    override = tmp_path / "unsafe.yaml"
+    override.write_text(yaml.safe_dump({"selector": ""}))
+    # The fixtures name their rules ../../alerts/*.yml: rebuild that layout around a copy.
+    generated = tmp_path / "alerts"
+    (tmp_path / "tests" / "rules").mkdir(parents=True)
+    copy = tmp_path / "tests" / "rules" / f"{fixture}.yml"
+    shutil.copy(Path(__file__).parent / "rules" / f"{fixture}.yml", copy)
+    assert generate.main(["--params", str(override), "--out", str(generated)]) == 0
+    result = promtool("test", "rules", copy)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "FAILED" in result.stdout + result.stderr
 
 
 def test_committed_output_is_the_generators(generate: ModuleType) -> None:
@@ -104,7 +131,7 @@ def test_interface_names_exist() -> None:
     recorded = {r["record"] for r in rules("record")}
     assert set(INTERFACE) <= recorded, sorted(set(INTERFACE) - recorded)
     for name in recorded:
-        assert re.fullmatch(r"pg_aio(_target)?:[a-z_]+:rate(1m|5m)", name), name
+        assert re.fullmatch(r"pg_aio(_target)?:[a-z_]+:rate(4m|5m)", name), name
 
 
 def test_every_alert_has_a_firing_and_a_quiet_fixture() -> None:
@@ -146,6 +173,15 @@ def test_alerts_carry_severity_text_and_a_runbook_section() -> None:
     assert headings == {a["alert"] for a in alerts}, "runbook sections for unknown alerts"
 
 
+def test_runbook_links_resolve_where_the_docs_ship_with_the_rules() -> None:
+    """The default runbook_url is relative to where this tree's docs/ is served, so it names a
+    file that exists, not an address that may not."""
+    for alert in rules("alert"):
+        link = urllib.parse.urlsplit(alert["annotations"]["runbook_url"])
+        assert not link.scheme and not link.netloc, link
+        assert (REPO / link.path).is_file(), link
+
+
 def test_latency_regression_reads_latency_per_byte() -> None:
     # Per operation, a 17 -> 18 upgrade alone would fire it (the fixture proves the behaviour;
     # this keeps a refactor from swapping the recording rule under it).
@@ -159,6 +195,7 @@ def test_override_renames_windows_and_keeps_docs(generate: ModuleType, tmp_path:
     override.write_text(
         yaml.safe_dump(
             {
+                "scrape_interval": "2s",
                 "rate_windows": ["10s", "30s"],
                 "alert_window": "30s",
                 "alerts": {"PgAioReadLatencyRegression": {"baseline_window": "10m", "for": "10s"}},
@@ -186,13 +223,39 @@ def test_override_renames_windows_and_keeps_docs(generate: ModuleType, tmp_path:
 
 
 @pytest.mark.parametrize(
+    ("scrape_interval", "windows", "alert_window"),
+    [
+        ("10s", ["40s", "5m"], "5m"),
+        ("15s", ["1m", "5m"], "5m"),
+        ("30s", ["2m", "5m"], "5m"),
+        ("60s", ["4m", "5m"], "5m"),
+    ],
+)
+def test_windows_follow_the_scrape_interval(
+    generate: ModuleType,
+    tmp_path: Path,
+    scrape_interval: str,
+    windows: list[str],
+    alert_window: str,
+) -> None:
+    override = tmp_path / "scrape.yaml"
+    override.write_text(yaml.safe_dump({"scrape_interval": scrape_interval}))
+    params = generate.load_params([override])
+    assert (params["rate_windows"], params["alert_window"]) == (windows, alert_window)
+
+
+@pytest.mark.parametrize(
     ("override", "message"),
     [
         ({"alerts": {"PgAioReadLatencyHigh": {"max_second_per_read": 1}}}, "max_second_per_read"),
         ({"min_read_ops": 1}, "min_read_ops"),
-        ({"alert_window": "2m"}, "alert_window"),
-        ({"rate_windows": ["1m", "5 minutes"], "alert_window": "1m"}, "5 minutes"),
+        ({"rate_windows": ["4m", "5m"], "alert_window": "10m"}, "alert_window"),
+        ({"rate_windows": ["4m", "5 minutes"], "alert_window": "4m"}, "5 minutes"),
+        ({"scrape_interval": "a minute"}, "a minute"),
         ({"alerts": {"PgAioTargetDown": {"severity": "page"}}}, "severity"),
+        # Empty under Prometheus 3 at 60 s scrapes: one sample in the window.
+        ({"rate_windows": ["1m", "5m"], "alert_window": "5m"}, r"rate_windows\[0\] 1m holds fewer"),
+        ({"alerts": {"PgAioPollsFailing": {"window": "2m"}}}, "PgAioPollsFailing.window 2m"),
     ],
 )
 def test_bad_override_is_rejected(
@@ -202,3 +265,58 @@ def test_bad_override_is_rejected(
     path.write_text(yaml.safe_dump(override))
     with pytest.raises(generate.ParamsError, match=message):
         generate.load_params([path])
+
+
+def test_make_rules_regenerates_every_file_from_the_params(tmp_path: Path) -> None:
+    """A changed parameter reaches every file generated from it with one `make rules`, the
+    PrometheusRule of deploy/kubernetes included."""
+    copy = tmp_path / "repo"
+    parts = ("Makefile", "pyproject.toml", "alerts", "docs/alerts.md", "deploy/kubernetes")
+    for part in (*parts, "exporter/pg_aio_exporter/thresholds.yaml"):
+        (copy / part).parent.mkdir(parents=True, exist_ok=True)
+        source = REPO / part
+        if source.is_dir():
+            shutil.copytree(source, copy / part)
+        else:
+            shutil.copy2(source, copy / part)
+    thresholds_file = copy / "exporter" / "pg_aio_exporter" / "thresholds.yaml"
+    thresholds = yaml.safe_load(thresholds_file.read_text())
+    thresholds["min_read_ops_per_second"] += 1
+    thresholds_file.write_text(yaml.safe_dump(thresholds))
+    venv = Path(sys.prefix)  # the one running these tests, taken as built
+    subprocess.run(
+        ["make", "-C", str(copy), f"VENV={venv}", "-o", f"{venv}/.installed-stamp", "rules"],
+        check=True,
+        capture_output=True,
+    )
+    # The latency alerts and their table in the docs read min_read_ops_per_second.
+    for name in (
+        "alerts/pg_aio_alerts.yml",
+        "docs/alerts.md",
+        "deploy/kubernetes/prometheusrule.yaml",
+    ):
+        assert (copy / name).read_text() != (REPO / name).read_text(), f"{name} not regenerated"
+    check = [sys.executable, str(copy / "deploy" / "kubernetes" / "generate_prometheusrule.py")]
+    assert subprocess.run([*check, "--check"], capture_output=True, check=False).returncode == 0
+
+
+def test_a_threshold_has_one_source(
+    generate: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's thresholds file and params.yaml set different keys; a key in both fails."""
+    params = yaml.safe_load(generate.DEFAULT_PARAMS.read_text())
+    thresholds = yaml.safe_load(generate.THRESHOLDS.read_text())
+    assert "min_read_ops_per_second" not in params
+    assert "factor" not in params["alerts"]["PgAioReadLatencyRegression"]
+    assert (
+        generate.load_params()["alerts"]["PgAioReadLatencyRegression"]["factor"]
+        == (thresholds["alerts"]["PgAioReadLatencyRegression"]["factor"])
+    )
+    params["alerts"]["PgAioStorageSaturated"]["latency_factor"] = 5
+    twice = tmp_path / "params.yaml"
+    twice.write_text(yaml.safe_dump(params))
+    monkeypatch.setattr(generate, "DEFAULT_PARAMS", twice)
+    with pytest.raises(
+        generate.ParamsError, match=r"PgAioStorageSaturated\.latency_factor is set in both"
+    ):
+        generate.load_params()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "dashboards"))
 
 import dashboard_queries as dq  # noqa: E402  (dashboards/ is not a package)
+
+from alert_rules import load_generator  # noqa: E402
+from prometheus import VERSIONS, binary  # noqa: E402
 
 
 def _load_generator() -> ModuleType:
@@ -93,6 +96,7 @@ CONTRACT: dict[str, frozenset[str]] = {
     "pg_aio_wait_event_samples_total": TARGET | {"backend_type", "wait_event_type", "wait_event"},
     "pg_aio_io_workers": TARGET,
     "pg_aio_io_worker_busy_samples_total": TARGET,
+    "pg_aio_io_worker_samples_total": TARGET,
     "pg_aio_io_worker_utilization_ratio": TARGET,
     "pg_aio_in_flight_samples_total": TARGET | {"state", "operation"},
     "pg_aio_in_flight_bytes_samples_total": TARGET | {"operation"},
@@ -110,34 +114,11 @@ for _name, _labels in HISTOGRAMS.items():
     CONTRACT[f"{_name}_bucket"] = _labels | {"le"}
     CONTRACT[f"{_name}_sum"] = _labels
     CONTRACT[f"{_name}_count"] = _labels
-# Labels of the shipped recording rules, by name (the rules' interface with the dashboards).
-RULE_LABELS = {
-    "pg_aio": ROW,
-    "pg_aio_target": TARGET,
-    "pg_aio:io_worker_utilization": TARGET,
-    "pg_aio:active_sessions": TARGET | {"backend_type", "wait_event_type", "wait_event"},
-    "pg_aio:in_flight_depth": TARGET | {"state", "operation"},
-    "pg_aio:in_flight_bytes": TARGET | {"operation"},
-}
 # Labels Prometheus adds to every scraped series.
 SCRAPE_LABELS = frozenset({"job", "instance"})
 # Values for the query variables in static checks: any string works, these read naturally.
 SAMPLE_VALUES = {"target": "default", "backend_type": "client backend", "object": "relation"}
 SAMPLE_VALUES |= {"context": "normal", "job": "pg_aio", "instance": "db:9188", "cluster": "c1"}
-
-
-def recording_rules() -> dict[str, frozenset[str]]:
-    """Recording rules shipped under alerts/, each with the labels its series carry."""
-    out = {}
-    for path in sorted((ROOT / "alerts").glob("*.yml")):
-        for group in (yaml.safe_load(path.read_text()) or {}).get("groups", []):
-            for rule in group.get("rules", []):
-                if "record" in rule:
-                    name = rule["record"]
-                    level, _, rest = name.partition(":")
-                    key = f"{level}:{rest.split(':')[0]}"
-                    out[name] = RULE_LABELS.get(key, RULE_LABELS.get(level, frozenset()))
-    return out
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -147,7 +128,7 @@ def load(path: Path) -> dict[str, Any]:
 
 def substituted(board: dict[str, Any]) -> Iterator[tuple[dq.Query, str]]:
     """Each query with its variables replaced, once per combination of the custom variables'
-    options (each rate window, each offset)."""
+    options (each offset)."""
     for combo in dq.custom_combinations(board):
         values = {"datasource": "prometheus", **dq.GLOBALS, **SAMPLE_VALUES, **combo}
         for query in dq.queries(board):
@@ -166,15 +147,21 @@ def check_metrics(expr: str, allowed: dict[str, frozenset[str]]) -> list[str]:
             if not any(m.name == "alertname" for m in selector.matchers.matchers):
                 problems.append("ALERTS without an alertname matcher")
         elif name not in allowed:
-            problems.append(f"{name} is neither a contract metric nor a shipped recording rule")
+            problems.append(f"{name} is not a contract metric")
         else:
+            matchers = selector.matchers.matchers
             carried = allowed[name] | SCRAPE_LABELS | {"__name__"}
             # A target's extra labels are on its PostgreSQL series, not on the exporter's own.
             if "target" in carried and not name.startswith("pg_aio_exporter_"):
                 carried |= set(generate.EXTRA_LABELS)
-            for matcher in selector.matchers.matchers:
+            for matcher in matchers:
                 if matcher.name not in carried:
                     problems.append(f"{name} has no label {matcher.name}")
+            if not any(
+                (m.name, str(m.op), m.value) == ("target", "MatchOp.NotEqual", "") for m in matchers
+            ):
+                # Without it, postgres_exporter's pg_up or pg_settings_* show up as well.
+                problems.append(f'{name} may select other exporters\' series: no target!=""')
     return problems
 
 
@@ -245,10 +232,22 @@ def test_variables(board: dict[str, Any]) -> None:
         var = by_name[name]
         assert var["type"] == "query" and var["multi"] and var["includeAll"], name
         assert var["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
-    # The rate window variable lists exactly the windows the recording rules are built for.
-    windows = {o["value"] for o in by_name["window"]["options"]}
-    rule_windows = {name.rsplit(":rate", 1)[1] for name in recording_rules() if ":rate" in name}
-    assert windows == rule_windows
+    # Rates follow Grafana's $__rate_interval, not a window variable.
+    assert "window" not in by_name
+
+
+def test_ranges_hold_at_any_scrape_interval(board: dict[str, Any]) -> None:
+    """Panels rate over $__rate_interval (at least 4 scrapes at the data source's scrape
+    interval) or the whole $__range; annotations' fixed ranges hold 4 scrapes of 60 s."""
+    problems = []
+    for query in dq.queries(board):
+        for window in re.findall(r"\[([^\]]+)\]", query.expr):
+            if query.kind == "annotation":
+                if load_generator().seconds(window) < 4 * 60:
+                    problems.append(f"{query.where}: {window}")
+            elif window not in ("$__rate_interval", "$__range"):
+                problems.append(f"{query.where}: {window}")
+    assert problems == []
 
 
 def test_every_variable_used_is_defined_before_use(board: dict[str, Any]) -> None:
@@ -290,30 +289,31 @@ def test_every_panel_is_described_and_queried(board: dict[str, Any]) -> None:
             assert panel["fieldConfig"]["defaults"].get("unit"), f"{where}: no unit"
 
 
-def test_every_query_parses_and_uses_only_contract_metrics_and_rules(
+def test_every_query_parses_and_selects_only_our_contract_metrics(
     board: dict[str, Any],
 ) -> None:
-    allowed = {**CONTRACT, **recording_rules()}
-    assert any(":" in name for name in allowed), "no recording rule found under alerts/*.yml"
     problems = []
     for query, expr in substituted(board):
         try:
-            problems += [f"{query.where}: {p}" for p in check_metrics(expr, allowed)]
+            problems += [f"{query.where}: {p}" for p in check_metrics(expr, CONTRACT)]
         except ValueError as err:
             problems.append(f"{query.where}: does not parse: {err}: {expr}")
     assert problems == []
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed")
-def test_prometheus_itself_accepts_every_query(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", VERSIONS, ids=lambda v: f"prometheus{v}")
+def test_prometheus_itself_accepts_every_query(tmp_path: Path, version: str) -> None:
     """promql-parser is a port; Prometheus' own parser (promtool) is the one that will run the
-    queries, and it knows which functions this Prometheus version has."""
+    queries, and it knows which functions each Prometheus version has."""
     exprs = sorted({expr for path in BOARDS for _, expr in substituted(load(path))})
     rules = [{"record": f"dashboard:query_{i}", "expr": e} for i, e in enumerate(exprs)]
     path = tmp_path / "queries.yml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
     result = subprocess.run(
-        ["promtool", "check", "rules", str(path)], capture_output=True, text=True, check=False
+        [binary(version, "promtool"), "check", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -328,9 +328,7 @@ def test_every_metric_used_is_documented() -> None:
         for s in dq.selectors(expr)
     }
     missing = {
-        name
-        for name in used - set(recording_rules()) - {"ALERTS"}
-        if name and name.removesuffix("_bucket") not in doc
+        name for name in used - {"ALERTS"} if name and name.removesuffix("_bucket") not in doc
     }
     assert missing == set()
 
@@ -340,9 +338,10 @@ def test_every_metric_used_is_documented() -> None:
 
 def test_checkers_reject_bad_queries() -> None:
     allowed = dict(CONTRACT)
-    assert check_metrics("rate(pg_stat_io_reads_total[5m])", allowed) == []
-    assert check_metrics("rate(pg_stat_io_read_total[5m])", allowed)
-    assert check_metrics('pg_up{backend_type="x"}', allowed)
+    assert check_metrics('rate(pg_stat_io_reads_total{target!=""}[5m])', allowed) == []
+    assert check_metrics('rate(pg_stat_io_read_total{target!=""}[5m])', allowed)
+    assert check_metrics('pg_up{target!="", backend_type="x"}', allowed)
+    assert check_metrics('pg_up{target=~".*"}', allowed)
     assert check_metrics('{__name__=~"pg_.*"}', allowed)
     assert check_metrics("ALERTS", allowed)
     with pytest.raises(ValueError):

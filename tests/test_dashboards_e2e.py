@@ -1,28 +1,50 @@
-"""Every query of the shipped dashboards, run as Grafana would run it against a real Prometheus
-that scrapes the real exporter watching a real PostgreSQL 18 under a read workload, returns
-data: no panel of a freshly installed dashboard is blank because of a wrong name or label."""
+"""End to end where users are: the exporter polling every 30 s, Prometheus 2 (Debian's) and 3.5
+each scraping it every 30 s with the shipped rules, and prometheus-community's postgres_exporter
+watching the same PostgreSQL 18 into the same Prometheus, under a read workload.
+
+- Every query of the shipped dashboards, run as Grafana would run it with its data source's
+  scrape interval set to 30 s ($__rate_interval 2m), returns data once Prometheus has held data
+  for the rate interval plus the comparison offset, and never a series of postgres_exporter.
+- Every shipped recording rule records, from our series only; no alert of ours reads
+  postgres_exporter's series, which carry our names (pg_up, pg_settings_*) and, for its role,
+  track_io_timing off: the same alert with an empty selector would be pending on them.
+
+One stack serves every test of this module, both Prometheus versions scraping side by side."""
 
 from __future__ import annotations
 
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from dashboard_stack import aio_stack, dq, resolve
+from alert_rules import load_generator
+from dashboard_stack import RULE_FILES, aio_stack, dq, grafana_globals, resolve
 from harness import Exporter
 from pg_aio_exporter.demo.server import LocalServer
-from prometheus import Prometheus
+from postgres_exporter import PostgresExporter
+from prometheus import VERSIONS, Prometheus
 
 BOARDS = sorted((Path(__file__).resolve().parent.parent / "dashboards").glob("*.json"))
+SCRAPE_SECONDS = 30
+RATE_INTERVAL_SECONDS = 4 * SCRAPE_SECONDS
+# A dashboard over the last rate interval, compared with 30 s earlier (1d/7d/30d are the same
+# queries with a longer offset).
+GRAFANA = grafana_globals(SCRAPE_SECONDS, RATE_INTERVAL_SECONDS)
+OFFSET_SECONDS = SCRAPE_SECONDS
+# How long Prometheus must have scraped before the oldest window a query reads (a rate interval
+# ending one offset ago) holds its 4 scrapes.
+FILLED_SECONDS = RATE_INTERVAL_SECONDS + OFFSET_SECONDS + SCRAPE_SECONDS
+PEER_JOB = "postgres"
 # The workload's own pg_stat_io row: a selection of one real value per variable that must
 # still show data (a variable whose label a query forgot to filter on, or filters wrongly on,
-# shows up here rather than under "All").
-PREFER = {"target": "default", "backend_type": "client backend", "object": "relation"}
-PREFER["context"] = "normal"
+# shows up here rather than under "All"). The server variables take the first (only) value.
+PREFER = {"backend_type": "client backend", "object": "relation", "context": "normal"}
 # Queries that may rightly return nothing on a healthy test server, by (where, reason). An
 # entry that stops matching any query fails the test, so this list cannot rot.
 MAY_BE_EMPTY = {
@@ -33,11 +55,44 @@ MAY_BE_EMPTY = {
         "io worker queue or io_uring ring contention needs more concurrent readers than 2"
     ),
 }
-# Annotations fire on events the shared test server must not undergo (restart, setting or
-# version change, stats reset). For them the test checks that the series they watch exist.
-ANNOTATION_REASON = "no such event during the test: the series it watches are checked instead"
-RANGE_SECONDS = 30
-TIMEOUT = 120
+RANGE_SECONDS = 60
+TIMEOUT = 90
+
+
+@dataclass
+class Stack:
+    exporter: Exporter
+    proms: dict[str, Prometheus]
+    filled_at: float  # time.monotonic() when every window the queries read is full
+
+
+@pytest.fixture(scope="module")
+def stack(pg18: LocalServer) -> Iterator[Stack]:
+    peer = PostgresExporter(pg18)
+    try:
+        with aio_stack(
+            pg18.dsn(),
+            scrape_interval=f"{SCRAPE_SECONDS}s",
+            poll_interval=f"{SCRAPE_SECONDS}s",
+            versions=VERSIONS,
+            jobs={PEER_JOB: [peer.address]},
+        ) as (exporter, proms):
+            yield Stack(exporter, proms, time.monotonic() + FILLED_SECONDS)
+    finally:
+        peer.stop()
+
+
+@pytest.fixture(params=VERSIONS, ids=lambda v: f"prometheus{v}")
+def prom(request: pytest.FixtureRequest, stack: Stack) -> Prometheus:
+    time.sleep(max(0.0, stack.filled_at - time.monotonic()))
+    return stack.proms[request.param]
+
+
+def foreign(series: dict[str, Any]) -> bool:
+    """A result series that is not ours: postgres_exporter's, or without our `target` label
+    (what an aggregation over a mix of ours and its series leaves)."""
+    labels = series["metric"]
+    return labels.get("job") == PEER_JOB or not labels.get("target")
 
 
 def key(query: dq.Query) -> str:
@@ -45,40 +100,37 @@ def key(query: dq.Query) -> str:
     return f"{query.kind} {query.title!r}" + (f" {query.ref_id}" if query.ref_id else "")
 
 
-def cases(board: dict[str, Any], values: dict[str, str]) -> Iterator[tuple[dq.Query, str]]:
-    """Each panel and annotation query, substituted, once per rate window."""
-    windows = next(v for v in dq.variables(board) if v["name"] == "window")["options"]
-    for window in (o["value"] for o in windows):
-        for query in dq.queries(board):
-            if query.kind != "variable":
-                yield query, dq.substitute(query.expr, {**values, "window": window})
+def values(
+    board: dict[str, Any], prom: Prometheus, prefer: dict[str, str] | None
+) -> dict[str, str]:
+    return resolve(board, prom, prefer, RANGE_SECONDS, grafana=GRAFANA, offset=f"{OFFSET_SECONDS}s")
 
 
-@pytest.fixture(scope="module")
-def stack(pg18: LocalServer) -> Iterator[tuple[Exporter, Prometheus]]:
-    with aio_stack(pg18.dsn()) as running:
-        yield running
+def run(prom: Prometheus, expr: str) -> list[dict[str, Any]]:
+    return prom.query_range(expr, RANGE_SECONDS, step=f"{SCRAPE_SECONDS // 2}s")
 
 
-def test_every_panel_query_returns_data(
-    stack: tuple[Exporter, Prometheus], record_property: Any
-) -> None:
-    exporter, prom = stack
+def test_every_panel_query_returns_our_data(prom: Prometheus, record_property: Any) -> None:
     started = time.monotonic()
-    exporter.wait_poll()
     boards = [json.loads(p.read_text()) for p in BOARDS]
     empty: dict[str, str] = {}
+    theirs: list[str] = []
     checked = 0
     deadline = time.monotonic() + TIMEOUT
     while True:
         # Re-resolve each round: variables list only what Prometheus has seen so far.
-        empty, checked = {}, 0
+        empty, theirs, checked = {}, [], 0
         for board in boards:
             for prefer in (None, PREFER):
-                values = resolve(board, prom, prefer)
-                for query, expr in cases(board, values):
+                chosen = values(board, prom, prefer)
+                for query in dq.queries(board):
+                    if query.kind == "variable":
+                        continue
+                    expr = dq.substitute(query.expr, chosen)
                     checked += 1
-                    if not prom.query_range(expr, RANGE_SECONDS):
+                    result = run(prom, expr)
+                    theirs += [f"{query.where}: {s['metric']}" for s in result if foreign(s)]
+                    if not result:
                         selection = "All" if prefer is None else "one value"
                         empty[f"{board['title']}: {query.where} ({selection}): {expr}"] = key(query)
         expected_empty = {
@@ -86,8 +138,9 @@ def test_every_panel_query_returns_data(
         }
         if len(empty) == len(expected_empty) or time.monotonic() > deadline:
             break
-        time.sleep(2)
-    unexpected = sorted(k for k, v in empty.items() if k not in expected_empty)
+        time.sleep(SCRAPE_SECONDS / 3)
+    assert theirs == [], "\n".join(theirs)
+    unexpected = sorted(k for k in empty if k not in expected_empty)
     assert unexpected == [], "\n".join(unexpected)
 
     all_keys = {key(q) for b in boards for q in dq.queries(b)}
@@ -96,25 +149,57 @@ def test_every_panel_query_returns_data(
     record_property("queries_checked", checked)
     record_property("seconds_until_all_returned_data", round(elapsed, 1))
     print(
-        f"\n{checked} queries checked in {elapsed:.0f}s; empty, as allowed:",
+        f"\nPrometheus {prom.version}: {checked} queries checked in {elapsed:.0f}s; empty, as "
+        "allowed:",
         *sorted(empty),
         sep="\n",
     )
 
 
-def test_annotations_watch_existing_series(stack: tuple[Exporter, Prometheus]) -> None:
+def test_annotations_watch_existing_series(prom: Prometheus) -> None:
     """An annotation is empty until its event happens; what it watches must exist now, or it
     would stay empty forever."""
-    _, prom = stack
     problems = []
     for path in BOARDS:
         board = json.loads(path.read_text())
-        values = resolve(board, prom)
+        chosen = values(board, prom, None)
         for query in dq.queries(board):
             if query.kind != "annotation":
                 continue
-            watched = dq.without_threshold(dq.substitute(query.expr, values))
+            watched = dq.without_threshold(dq.substitute(query.expr, chosen))
             assert watched, f"{query.where}: not of the form `series > 0`"
-            if not prom.query_range(watched, RANGE_SECONDS):
-                problems.append(f"{path.name} {query.where}: {watched}")
+            result = run(prom, watched)
+            if not result or any(foreign(s) for s in result):
+                problems.append(f"{path.name} {query.where}: {watched}: {result[:3]}")
     assert problems == []
+
+
+def test_every_recording_rule_records_our_series_only(prom: Prometheus) -> None:
+    names = [
+        rule["record"]
+        for path in RULE_FILES
+        for group in yaml.safe_load(path.read_text())["groups"]
+        for rule in group["rules"]
+        if "record" in rule
+    ]
+    results = {name: prom.query(name) for name in names}
+    assert [name for name, result in results.items() if not result] == []
+    theirs = [f"{n}: {s['metric']}" for n, result in results.items() for s in result if foreign(s)]
+    assert theirs == []
+
+
+def test_alerts_ignore_the_series_of_postgres_exporter(prom: Prometheus) -> None:
+    # The neighbour's series of our names are in this Prometheus ...
+    for name in ("pg_up", "pg_settings_track_io_timing", "pg_settings_shared_buffers_bytes"):
+        assert prom.query(f'{name}{{job="{PEER_JOB}"}}'), name
+    # ... and an alert without the selector reads them: its role has track_io_timing off ...
+    generate = load_generator()
+    params = generate.load_params()
+    unsafe = generate.alerts({**params, "selector": ""})["PgAioTrackIoTimingOff"].expr
+    assert {s["metric"].get("job") for s in prom.query(unsafe)} == {PEER_JOB}
+    # ... while the shipped one, evaluated by Prometheus, reads ours only.
+    assert prom.query(generate.alerts(params)["PgAioTrackIoTimingOff"].expr) == []
+    alerts = prom.alerts()
+    assert [a for a in alerts if foreign({"metric": a["labels"]})] == []
+    names = {a["labels"]["alertname"] for a in alerts}
+    assert not names & {"PgAioTrackIoTimingOff", "PgAioTargetDown", "PgAioSettingChanged"}

@@ -8,6 +8,7 @@ import contextlib
 import os
 import pwd
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from deploy_files import run
 from harness import REPO, Samples, labels, parse, wait_for
 from pg_aio_exporter.demo import server as demo_server
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir, free_port
@@ -48,6 +50,13 @@ def test_demo_serves_growing_bulkread_reads_and_cleans_up(tmp_path: Path):
     try:
         with make_demo(tmp_path) as url:
             growing_bulkread_reads(url)
+            # The report command it prints works as printed, from the README's directory.
+            printed = (tmp_path / "demo.log").read_text()
+            command = re.search(r"report on it, in another terminal: (.+)", printed)
+            assert command, printed
+            report = run(*shlex.split(command.group(1)), "--duration", "10s")
+            assert report.returncode == 0, report.stderr
+            assert "Reads are not storage-bound" in " ".join(report.stdout.split())
         assert modes(ancestors) == before, "the demo changed directory modes"
         assert user_exists(demo_server.OS_USER) == user_before
     finally:

@@ -4,6 +4,7 @@ connected as the least-privilege role that the compose stack's init script creat
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -175,3 +176,24 @@ def test_installed_wheel_runs_with_the_image_command(pg18: LocalServer, tmp_path
     limit = memory_limit_mib()
     assert rss < limit / 2, f"RSS {rss:.0f} MiB leaves no headroom under the {limit} Mi limit"
     print(f"wheel build+install {install_seconds:.1f}s, exporter RSS {rss:.1f} MiB")
+
+    # The report ships in the wheel with its thresholds and schema: run from outside the clone.
+    report = run(
+        bin_dir / "pg-aio-exporter",
+        "report",
+        "--duration",
+        "10s",
+        "--format",
+        "json",
+        cwd=tmp_path,
+        env=env,
+    )
+    assert report.returncode == 0, report.stderr
+    doc = json.loads(report.stdout)
+    assert doc["schema"] == 1 and doc["verdict"]["storage"], doc
+    installed = run(
+        bin_dir / "python",
+        "-c",
+        "import pg_aio_exporter.report.document as d; print(d.SCHEMA_FILE.read_text()[:1])",
+    )
+    assert installed.stdout.strip() == "{"

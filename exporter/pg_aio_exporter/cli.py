@@ -12,6 +12,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from pg_aio_exporter import __version__, logs
@@ -20,12 +21,17 @@ from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import Target, load_config, parse_duration, target_from_dsn
 from pg_aio_exporter.config.webconfig import WebConfig, load_web_config
+from pg_aio_exporter.report.command import ReportOptions, SaveFailed, run_report
+from pg_aio_exporter.report.document import load_baseline
+from pg_aio_exporter.report.outcome import FAIL_ON
+from pg_aio_exporter.report.runner import Unreachable
 from pg_aio_exporter.web.server import parse_listen_address
 
 PROG = "pg-aio-exporter"
 MIN_SAMPLE, MAX_SAMPLE = 0.1, 60.0
 _ZERO = re.compile(r"0+(\.0*)?(ms|s|m|h)?")  # --sample-interval 0: no sampling
 MAX_TIMEOUT = 600.0  # statement_timeout is an int of milliseconds; no poll needs minutes
+MIN_REPORT, MAX_REPORT = 10.0, 86400.0  # the report's --duration: enough samples, within a day
 DEFAULT_LISTEN = ":9188"  # postgres_exporter owns 9187; the two often run side by side
 
 
@@ -128,7 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog=PROG,
         description="Prometheus exporter for PostgreSQL asynchronous I/O (pg_stat_io, AIO"
-        " settings). Run '%(prog)s demo' for a self-contained demonstration.",
+        " settings). Run '%(prog)s demo' for a self-contained demonstration, '%(prog)s report"
+        " --help' for a report without Prometheus.",
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     source = parser.add_mutually_exclusive_group()
@@ -204,8 +211,112 @@ def build_demo_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def build_report_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog=f"{PROG} report",
+        description="Watch one server for a while with the exporter's collectors and answer:"
+        " did reads get faster or slower, is storage saturated, is the io worker pool big"
+        " enough? No Prometheus needed. Exit 0 when a report was made, 1 when --fail-on"
+        " matches or the server cannot be reached, 2 on bad input.",
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--dsn", help="PostgreSQL DSN; default: the DATA_SOURCE_NAME environment variable"
+    )
+    source.add_argument(
+        "--config", metavar="FILE", help="YAML file with a list of targets (with --target)"
+    )
+    parser.add_argument("--target", metavar="NAME", help="which target of --config to report on")
+    # A --dsn target is named as the exporter names it; labels are for series, not reports.
+    parser.set_defaults(target_name=None, label=[])
+    parser.add_argument("--duration", default="2m", help="how long to watch, 10s..24h (default 2m)")
+    parser.add_argument(
+        "--sample-interval",
+        default="1s",
+        help="how often wait events, io workers and pg_aios are sampled, 100ms..60s (default 1s)",
+    )
+    parser.add_argument(
+        "--timeout", default="5s", help="connect and statement timeout (default 5s)"
+    )
+    parser.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        dest="output_format",
+        help="text fits 100 columns; json is schema 1 of docs/report.md (default text)",
+    )
+    parser.add_argument("--save", metavar="FILE", help="also write the report as JSON to FILE")
+    parser.add_argument("--baseline", metavar="FILE", help="compare with a report saved by --save")
+    parser.add_argument(
+        "--fail-on",
+        choices=FAIL_ON,
+        help="exit 1 when a finding of this severity or worse exists (for cron and CI)",
+    )
+    return parser
+
+
+def report_target(args: argparse.Namespace) -> Target:
+    if args.target and not args.config:
+        fail("--target needs --config")
+    targets = targets_from(args)
+    if not args.config:
+        return targets[0]
+    names = ", ".join(t.name for t in targets)
+    if args.target is None:
+        if len(targets) == 1:
+            return targets[0]
+        fail(f"give --target, one of: {names}")
+    chosen = [t for t in targets if t.name == args.target]
+    if not chosen:
+        fail(f"no target {args.target!r} in {args.config}: one of {names}")
+    return chosen[0]
+
+
+def report_options(args: argparse.Namespace) -> ReportOptions:
+    try:
+        duration = parse_duration(args.duration, what="--duration")
+        sample = parse_duration(args.sample_interval, what="--sample-interval")
+        timeout = parse_duration(args.timeout, what="--timeout")
+        baseline = load_baseline(args.baseline) if args.baseline else None
+    except ConfigError as exc:
+        fail(str(exc))
+    if not MIN_REPORT <= duration <= MAX_REPORT:
+        fail(f"invalid --duration {args.duration!r}: must be within 10s..24h")
+    if not MIN_SAMPLE <= sample <= min(MAX_SAMPLE, duration):
+        fail(
+            f"invalid --sample-interval {args.sample_interval!r}: must be within 100ms..60s"
+            " and at most --duration"
+        )
+    if timeout > MAX_TIMEOUT:
+        fail(f"invalid --timeout {args.timeout!r}: at most 10m")
+    save = Path(args.save) if args.save else None
+    if save is not None and (save.is_dir() or not os.access(save.parent, os.W_OK)):
+        fail(f"cannot write --save {args.save}: not a writable file path")
+    return ReportOptions(
+        duration, sample, timeout, args.output_format, save, baseline, args.fail_on
+    )
+
+
+def report_main(argv: list[str]) -> int:
+    args = build_report_parser().parse_args(argv)
+    target = report_target(args)
+    options = report_options(args)
+    try:
+        return run_report(target, options)
+    except Unreachable as exc:
+        print(f"{PROG} report: error: {exc}", file=sys.stderr)
+        return 1
+    except SaveFailed as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        print(f"{PROG} report: interrupted", file=sys.stderr)
+        return 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["report"]:
+        return report_main(argv[1:])
     demo = argv[:1] == ["demo"]
     args = build_demo_parser().parse_args(argv[1:]) if demo else build_parser().parse_args(argv)
     targets = [] if demo else targets_from(args)

@@ -53,6 +53,7 @@ class PgAiosCollector:
         self.in_flight: Counter[tuple[str, str]] = Counter()
         self.in_flight_bytes: Counter[str] = Counter()
         self.max_in_flight: Counter[str] | None = None
+        self.peak: Counter[str] = Counter()  # most handles in one sample, ever (the report's)
         self._window_max: Counter[str] = Counter()
 
     def query(self, version_num: int) -> str | None:
@@ -66,6 +67,7 @@ class PgAiosCollector:
             self.in_flight_bytes[operation] += seen.bytes[operation]
         for operation, count in seen.per_operation().items():
             self._window_max[operation] = max(self._window_max[operation], count)
+            self.peak[operation] = max(self.peak[operation], count)
         return None
 
     def roll_window(self) -> None:

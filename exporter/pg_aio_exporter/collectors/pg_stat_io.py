@@ -111,7 +111,7 @@ class PgStatIoCollector:
                 value = row[col.column]
                 if value is not None:  # NULL: the operation does not apply to this row
                     out.counter(col.metric, col.doc, value * col.scale, **labels)
-        snapshot = _snapshot(rows)
+        snapshot = read_snapshot(rows)
         if snapshot is None:
             return
         if snapshot.stats_reset is not None:
@@ -154,7 +154,8 @@ class PgStatIoCollector:
         self._previous = snapshot
 
 
-def _snapshot(rows: list[Row]) -> Snapshot | None:
+def read_snapshot(rows: list[Row]) -> Snapshot | None:
+    """This poll's read counters, as the interval math takes them."""
     if not rows:
         return None
     counters: dict[LabelKey, ReadCounters] = {}

@@ -11,16 +11,21 @@ class ConfigError(Exception):
     """A configuration problem the user must fix; str() is one printable line."""
 
 
-def read_yaml(path: str, what: str) -> Any:
-    """The document in a YAML file; `what` names the file in messages ("config file")."""
-    import yaml  # noqa: PLC0415 (RSS: PyYAML only when a file is read, docs/performance.md)
-
+def read_text_file(path: str, what: str) -> str:
+    """The text of a file the user named; `what` names the file in messages ("config file")."""
     try:
-        text = Path(path).read_text()
+        return Path(path).read_text()
     except OSError as exc:
         raise ConfigError(f"cannot read {what} {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{what} {path} is not UTF-8 text") from None
+
+
+def read_yaml(path: str, what: str) -> Any:
+    """The document in a YAML file; `what` names the file in messages ("config file")."""
+    import yaml  # noqa: PLC0415 (RSS: PyYAML only when a file is read, docs/performance.md)
+
+    text = read_text_file(path, what)
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

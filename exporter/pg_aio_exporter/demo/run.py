@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
+import sys
 
 from pg_aio_exporter.app import Options, run_exporter
 from pg_aio_exporter.config import ConfigError
@@ -16,6 +18,16 @@ log = logging.getLogger("pg_aio_exporter.demo")
 
 # Small buffers so that the table is many times larger and reads really reach the kernel.
 DEMO_SETTINGS = {"shared_buffers": "16MB", "track_io_timing": "on"}
+
+
+def report_command(dsn: str) -> str:
+    """The report command for this server, spelled as this program was started."""
+    program = sys.argv[0]
+    if program.endswith("pg-aio-exporter"):
+        start = [program]
+    else:  # python -m pg_aio_exporter
+        start = [sys.executable, "-m", "pg_aio_exporter"]
+    return shlex.join([*start, "report", "--dsn", dsn])
 
 
 def run_demo(options: Options, *, table_mb: int, io_method: str, clients: int) -> None:
@@ -39,7 +51,8 @@ def run_demo(options: Options, *, table_mb: int, io_method: str, clients: int) -
         def serving() -> None:
             print(
                 f"pg_aio_exporter demo: metrics at {url}  (PostgreSQL on 127.0.0.1:{server.port},"
-                " Ctrl-C to stop)",
+                " Ctrl-C to stop)\n"
+                f"report on it, in another terminal: {report_command(server.dsn())}",
                 flush=True,
             )
 

@@ -14,14 +14,14 @@ import time
 import traceback
 import zlib
 from collections.abc import Awaitable, Callable, Collection
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 from pg_aio_exporter.collectors import registry
-from pg_aio_exporter.collectors.base import Collector, PollCollector
+from pg_aio_exporter.collectors.base import Collector, PollCollector, Row
 from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.metricset import MetricSet
@@ -68,6 +68,15 @@ def poll_phase(name: str, interval: float) -> float:
     return zlib.crc32(name.encode()) / 2**32 * interval
 
 
+class Tap(Protocol):
+    """A listener beside the exposition (the report): each poll collector's rows as read, and
+    every failure the worker records."""
+
+    def polled(self, collector: str, rows: list[Row], read_at: float) -> None: ...
+
+    def failed(self, collector: str, kind: str, message: str) -> None: ...
+
+
 class TargetWorker:
     def __init__(
         self,
@@ -79,15 +88,17 @@ class TargetWorker:
         sample_interval: float,
         timeout: float,
         collectors: Collection[str] | None = None,
+        tap: Tap | None = None,
     ) -> None:
         """`sample_interval` 0 turns sampling off; `collectors` names the enabled ones (all
-        when None)."""
+        when None); `tap` listens beside the exposition."""
         self.target = target
         self._exposition = exposition
         self._self = selfmetrics
         self._poll_interval = poll_interval
         self._sample_interval = sample_interval
         self._timeout = timeout
+        self._tap = tap
         self._base_labels = {"target": target.name, **target.labels}
         self._collectors: list[PollCollector] = registry.poll_collectors(collectors)
         sampled = registry.sample_collectors(collectors) if sample_interval else []
@@ -105,18 +116,28 @@ class TargetWorker:
             selfmetrics.poll_errors.labels(target.name, collector, kind)
         self._password: str | None = None  # the last one read from the target's password source
 
+    @property
+    def sampler(self) -> Sampler | None:
+        return self._sampler
+
     def _log_fields(self, **extra: object) -> dict[str, object]:
         return {"target": self.target.name, "address": self.target.address, **extra}
 
-    async def run(self) -> None:
+    async def run(self, until: float | None = None) -> None:
+        """Poll and sample until cancelled or, given `until` (event loop time), until then:
+        the last poll at `until` closes the window (the report's)."""
         loop = asyncio.get_running_loop()
         # The first poll at once (pg_up without waiting), the next ones on the target's grid.
         next_poll = loop.time()
         next_sample = next_poll if self._sampler is not None else math.inf
         grid = next_poll + poll_phase(self.target.name, self._poll_interval) - self._poll_interval
         backoff = 0.0
+        end = math.inf if until is None else until
         try:
             while True:
+                if loop.time() >= end:
+                    await self._guarded(self.poll)
+                    return
                 if loop.time() >= next_poll:
                     reached = await self._guarded(self.poll)
                     if self._sampler is not None:
@@ -138,7 +159,7 @@ class TargetWorker:
                     next_sample, missed = next_tick(next_sample, self._sample_interval, loop.time())
                     if sampled and missed:
                         self._self.sample_overruns.labels(self.target.name).inc(missed)
-                await asyncio.sleep(max(0.0, min(next_poll, next_sample) - loop.time()))
+                await asyncio.sleep(max(0.0, min(next_poll, next_sample, end) - loop.time()))
         finally:
             await self._disconnect()
 
@@ -216,6 +237,8 @@ class TargetWorker:
 
     def _report(self, collector: str, kind: str, message: str, what: str) -> None:
         self._self.poll_errors.labels(self.target.name, collector, kind).inc()
+        if self._tap is not None:
+            self._tap.failed(collector, kind, message)
         if self._failing.get(collector) != kind:
             self._failing[collector] = kind
             log.error(
@@ -283,6 +306,8 @@ class TargetWorker:
             self._self.poll_duration.labels(self.target.name, collector.name).observe(
                 round_trip - started + own
             )
+            if self._tap is not None:
+                self._tap.polled(collector.name, result, read_at)
         out.gauge("pg_up", PG_UP_HELP, 1.0)
         if all_ok:
             self._self.last_poll_success.labels(self.target.name).set(read_at)

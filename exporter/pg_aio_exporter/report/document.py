@@ -1,0 +1,277 @@
+"""The report as JSON (`"schema": 1`, docs/report.md, schema.json beside this file), and a
+saved report read back as a baseline.
+
+The document keeps the window's counts next to the figures derived from them, so a baseline
+reloads exactly and is compared with the same formulas as a live window.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pg_aio_exporter import __version__
+from pg_aio_exporter.collectors.activity import WaitKey
+from pg_aio_exporter.collectors.intervals import LabelKey, ReadCounters
+from pg_aio_exporter.config import ConfigError, read_text_file
+from pg_aio_exporter.report.compare import RowComparison
+from pg_aio_exporter.report.outcome import Report
+from pg_aio_exporter.report.summary import Activity, Reads, ServerFacts, Summary
+from pg_aio_exporter.report.thresholds import Thresholds
+from pg_aio_exporter.report.units import timestamp
+
+SCHEMA = 1
+KIND = "pg-aio-exporter report"
+SCHEMA_FILE = Path(__file__).with_name("schema.json")
+
+
+class BaselineError(ConfigError):
+    """A baseline file that cannot be used; str() is one printable line."""
+
+
+def _reads(reads: Reads) -> dict[str, Any]:
+    figures = reads.figures
+    counters = reads.counters
+    return {
+        "reads": counters.reads,
+        "read_bytes": counters.read_bytes,
+        "read_time_seconds": counters.read_time_ms / 1000.0 if reads.timed else None,
+        "hits": counters.hits,
+        "reads_per_second": reads.reads_per_second,
+        "bytes_per_second": reads.bytes_per_second,
+        "read_size_bytes": figures.size_bytes if figures else None,
+        "seconds_per_read": figures.latency_seconds if figures else None,
+        "seconds_per_byte": figures.seconds_per_byte if figures else None,
+        "hit_ratio": figures.hit_ratio if figures else None,
+    }
+
+
+def _labels(key: LabelKey | None) -> dict[str, str | None]:
+    backend_type, obj, context = key if key is not None else (None, None, None)
+    return {"backend_type": backend_type, "object": obj, "context": context}
+
+
+def _activity(activity: Activity, thresholds: Thresholds) -> dict[str, Any]:
+    return {
+        "samples": activity.samples,
+        "sample_interval_seconds": activity.sample_interval,
+        "wait_events": [
+            {
+                "backend_type": key[0],
+                "wait_event_type": key[1],
+                "wait_event": key[2],
+                "samples": activity.wait_samples[key],
+                "sessions": sessions,
+            }
+            for key, sessions in activity.top(len(activity.wait_samples))
+        ],
+        "active_sessions": activity.active_sessions(),
+        "read_wait_sessions": activity.read_wait_sessions(thresholds.io_wait_events),
+        "read_wait_share": activity.read_wait_share(thresholds.io_wait_events),
+        "submission_queue_sessions": activity.submission_queue_sessions,
+        "sync_read_sessions": activity.sync_read_sessions,
+        "io_workers": activity.io_workers,
+        "io_worker_slots": activity.io_worker_slots,
+        "io_worker_busy_samples": activity.io_worker_busy,
+        "io_worker_utilization": activity.io_worker_utilization,
+        "in_flight": [
+            {
+                "state": state,
+                "operation": op,
+                "samples": count,
+                "average": count / activity.samples if activity.samples else 0.0,
+            }
+            for (state, op), count in sorted(activity.in_flight.items())
+        ],
+        "in_flight_max": [
+            {"operation": op, "max": activity.in_flight_max.get(op, 0)}
+            for op in activity.operations()
+        ],
+    }
+
+
+def _comparison(report: Report) -> dict[str, Any] | None:
+    base, rows = report.baseline, report.comparison
+    if base is None or rows is None:
+        return None
+    return {
+        "baseline": {
+            "target": base.target,
+            "started_at": timestamp(base.started_at),
+            "version": base.server.version,
+            "io_method": base.server.io_method,
+            "io_workers": base.server.settings.get("io_workers"),
+        },
+        "rows": [_compared(row) for row in rows],
+    }
+
+
+def _compared(row: RowComparison) -> dict[str, Any]:
+    return {
+        **_labels(row.key),
+        "figures": {
+            name: {"before": c.before, "after": c.after, "ratio": c.ratio}
+            for name, c in row.changes.items()
+        },
+    }
+
+
+def to_json(report: Report, thresholds: Thresholds) -> dict[str, Any]:
+    summary = report.summary
+    server = summary.server
+    return {
+        "schema": SCHEMA,
+        "kind": KIND,
+        "exporter_version": __version__,
+        "target": summary.target,
+        "window": {
+            "started_at": timestamp(summary.started_at),
+            "ended_at": timestamp(summary.ended_at),
+            "duration_seconds": summary.duration,
+            "counted_seconds": summary.read_seconds,
+            "track_io_timing_throughout": summary.timed,
+            "stats_resets": [timestamp(r) for r in summary.resets],
+            "restarts": summary.restarts,
+        },
+        "server": {
+            "version": server.version,
+            "version_num": server.version_num,
+            "io_method": server.io_method,
+            "io_methods": list(server.io_methods),
+            "io_uring_available": server.io_uring_available,
+            "settings": dict(sorted(server.settings.items())),
+            "pending_restart": list(server.pending_restart),
+        },
+        "reads": {
+            "total": _reads(summary.total),
+            "rows": [
+                {**_labels(key), **_reads(summary.reads(key))}
+                for key in sorted(summary.rows, key=lambda k: (-summary.rows[k].read_bytes, k))
+                if summary.rows[key].reads > 0 or summary.rows[key].hits > 0
+            ],
+        },
+        "activity": _activity(summary.activity, thresholds),
+        "not_visible": list(summary.not_visible),
+        "findings": [
+            {
+                "id": f.id,
+                "severity": f.severity,
+                "summary": f.summary,
+                "evidence": f.evidence,
+                "advice": f.advice,
+            }
+            for f in report.findings
+        ],
+        "verdict": {
+            "reads": report.verdict.reads,
+            "storage": report.verdict.storage,
+            "io_workers": report.verdict.io_workers,
+        },
+        "comparison": _comparison(report),
+    }
+
+
+def dumps(report: Report, thresholds: Thresholds) -> str:
+    return json.dumps(to_json(report, thresholds), indent=2) + "\n"
+
+
+# --- reading a saved report back ---------------------------------------------------------
+
+
+def _epoch(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def _counters(entry: Mapping[str, Any]) -> ReadCounters:
+    read_time = entry["read_time_seconds"]
+    return ReadCounters(
+        float(entry["reads"]),
+        float(entry["read_bytes"]),
+        float(read_time) * 1000.0 if read_time is not None else 0.0,
+        float(entry["hits"]),
+    )
+
+
+def _text(entry: Mapping[str, Any], *names: str) -> tuple[str, ...]:
+    values = tuple(entry[name] for name in names)
+    if not all(isinstance(v, str) for v in values):
+        raise TypeError(names)
+    return values
+
+
+def _key(row: Mapping[str, Any]) -> LabelKey:
+    backend_type, obj, context = _text(row, "backend_type", "object", "context")
+    return backend_type, obj, context
+
+
+def _in_flight_key(entry: Mapping[str, Any]) -> tuple[str, str]:
+    state, operation = _text(entry, "state", "operation")
+    return state, operation
+
+
+def _wait_key(entry: Mapping[str, Any]) -> WaitKey:
+    backend_type, wait_type, wait = _text(entry, "backend_type", "wait_event_type", "wait_event")
+    return backend_type, wait_type, wait
+
+
+def from_json(doc: Mapping[str, Any]) -> Summary:
+    """The summary a document was made from (KeyError, TypeError or ValueError if it is
+    incomplete)."""
+    window, server, activity = doc["window"], doc["server"], doc["activity"]
+    started = _epoch(window["started_at"])
+    return Summary(
+        target=_text(doc, "target")[0],
+        started_at=started,
+        ended_at=started + float(window["duration_seconds"]),
+        server=ServerFacts(
+            version=_text(server, "version")[0],
+            version_num=int(server["version_num"]),
+            settings={str(k): float(v) for k, v in server["settings"].items()},
+            io_method=None if server["io_method"] is None else str(server["io_method"]),
+            io_methods=tuple(map(str, server["io_methods"])),
+            pending_restart=tuple(map(str, server["pending_restart"])),
+        ),
+        rows={_key(row): _counters(row) for row in doc["reads"]["rows"]},
+        read_seconds=float(window["counted_seconds"]),
+        timed=bool(window["track_io_timing_throughout"]),
+        activity=Activity(
+            samples=int(activity["samples"]),
+            sample_interval=float(activity["sample_interval_seconds"]),
+            wait_samples={_wait_key(w): int(w["samples"]) for w in activity["wait_events"]},
+            io_workers=None if activity["io_workers"] is None else int(activity["io_workers"]),
+            io_worker_slots=int(activity["io_worker_slots"]),
+            io_worker_busy=int(activity["io_worker_busy_samples"]),
+            in_flight={_in_flight_key(f): int(f["samples"]) for f in activity["in_flight"]},
+            in_flight_max={
+                _text(f, "operation")[0]: int(f["max"]) for f in activity["in_flight_max"]
+            },
+        ),
+        resets=tuple(_epoch(r) for r in window["stats_resets"]),
+        restarts=int(window["restarts"]),
+        not_visible=tuple(map(str, doc["not_visible"])),
+    )
+
+
+def load_baseline(path: str) -> Summary:
+    text = read_text_file(path, "baseline")
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        where = f" at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise BaselineError(f"baseline {path} is corrupt: not valid JSON{where}") from None
+    if not isinstance(doc, dict) or doc.get("kind") != KIND:
+        raise BaselineError(f"baseline {path} is not a pg-aio-exporter report") from None
+    if doc.get("schema") != SCHEMA:
+        raise BaselineError(
+            f"baseline {path} has report schema {doc.get('schema')!r}; this version reads"
+            f" schema {SCHEMA}"
+        )
+    try:
+        return from_json(doc)
+    except KeyError as exc:
+        raise BaselineError(f"baseline {path} is corrupt: field {exc} missing") from None
+    except (TypeError, ValueError, AttributeError):
+        raise BaselineError(f"baseline {path} is corrupt: a field has the wrong type") from None

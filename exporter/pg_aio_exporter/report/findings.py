@@ -1,0 +1,544 @@
+"""Findings: what the window's numbers support, each as pure function of the summary, the
+thresholds and (optionally) a baseline window. A finding is emitted only when its data is there
+and says so; missing data (no timing, no samples, too few reads) emits nothing or says that.
+
+The conditions shared with the alert rules are the rules' own, read over the report's window
+instead of a Prometheus range; where an alert compares with the target's own past (its median),
+the report compares with the --baseline file.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pg_aio_exporter.report import units
+from pg_aio_exporter.report.summary import BLOCK_BYTES, Summary
+from pg_aio_exporter.report.thresholds import SEVERITIES, Thresholds
+
+BULK_READS = ("relation", "bulkread")  # object, context of large sequential scans
+COMBINING_SETTINGS = (
+    "io_combine_limit_bytes",
+    "io_max_concurrency",
+    "effective_io_concurrency",
+    "shared_buffers_bytes",
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    severity: str  # ok, info, warning, critical
+    summary: str
+    evidence: dict[str, Any]
+    advice: str
+
+
+@dataclass(frozen=True)
+class Context:
+    summary: Summary
+    thresholds: Thresholds
+    baseline: Summary | None = None
+
+    @property
+    def reads_per_second(self) -> float:
+        return self.summary.total.reads_per_second
+
+    @property
+    def enough_reads(self) -> bool:
+        """The alerts' traffic guard: below it, per-read figures are noise."""
+        return self.reads_per_second >= self.thresholds.min_read_ops_per_second
+
+    @property
+    def read_wait_sessions(self) -> float:
+        return self.summary.activity.read_wait_sessions(self.thresholds.io_wait_events)
+
+    @property
+    def sampled(self) -> bool:
+        return self.summary.activity.samples > 0
+
+    def severity(self, alert: str) -> str:
+        return self.thresholds.severities[alert]
+
+    def seconds_per_read(self) -> float | None:
+        figures = self.summary.total.figures
+        return None if figures is None else figures.latency_seconds
+
+    def seconds_per_byte(self) -> float | None:
+        figures = self.summary.total.figures
+        return None if figures is None else figures.seconds_per_byte
+
+    def latency_limit(self) -> float | None:
+        """PgAioReadLatencyHigh's limit for this window's average read size."""
+        figures = self.summary.total.figures
+        if figures is None:
+            return None
+        return self.thresholds.allowed_seconds_per_read(figures.size_bytes)
+
+    def baseline_seconds_per_byte(self) -> float | None:
+        if self.baseline is None:
+            return None
+        figures = self.baseline.total.figures
+        return None if figures is None else figures.seconds_per_byte
+
+    def reads_uncounted(self) -> bool:
+        """Sessions waited on reads that pg_stat_io has not counted yet: sampled waits well
+        above the waits counted reads account for (or reads too few to count at all)."""
+        if not self.sampled:
+            return False
+        sampled = self.read_wait_sessions
+        if sampled < self.thresholds.min_uncounted_read_sessions:
+            return False
+        if not self.enough_reads:
+            return True
+        counted = self.summary.total.wait_sessions
+        return counted is not None and counted < sampled / 2
+
+
+Check = Callable[[Context], Finding | None]
+
+
+def track_io_timing_off(ctx: Context) -> Finding | None:
+    server = ctx.summary.server
+    if ctx.summary.timed and server.track_io_timing:
+        return None
+    return Finding(
+        "track_io_timing_off",
+        ctx.severity("PgAioTrackIoTimingOff"),
+        "track_io_timing was off during the window: PostgreSQL measured no read wait, so this"
+        " report shows none.",
+        {"track_io_timing": server.track_io_timing, "on_at_every_poll": ctx.summary.timed},
+        "ALTER SYSTEM SET track_io_timing = on; SELECT pg_reload_conf(); then run the report"
+        " again. It reads the clock twice per I/O: pg_test_timing shows what that costs here.",
+    )
+
+
+def no_read_activity(ctx: Context) -> Finding | None:
+    if ctx.enough_reads or ctx.reads_uncounted() or not ctx.summary.server.has_pg_stat_io:
+        return None
+    minimum = ctx.thresholds.min_read_ops_per_second
+    return Finding(
+        "no_read_activity",
+        "info",
+        f"Too little read traffic to judge: {units.rate(ctx.reads_per_second)} reads/s counted,"
+        f" below {units.rate(minimum)}/s.",
+        {
+            "reads_per_second": ctx.reads_per_second,
+            "min_read_ops_per_second": minimum,
+            "read_wait_sessions": ctx.read_wait_sessions if ctx.sampled else None,
+        },
+        "Run the report while the workload you care about runs (a longer --duration covers"
+        " more of it); storage and io worker figures need reads to mean anything.",
+    )
+
+
+def reads_not_yet_counted(ctx: Context) -> Finding | None:
+    if not ctx.reads_uncounted():
+        return None
+    counted = ctx.summary.total.wait_sessions
+    return Finding(
+        "reads_not_yet_counted",
+        "info",
+        f"{units.sessions(ctx.read_wait_sessions)} sessions waited on reads on average, but"
+        f" pg_stat_io counted {units.rate(ctx.reads_per_second)} reads/s"
+        + ("" if counted is None else f" worth {units.sessions(counted)} waiting sessions")
+        + ".",
+        {
+            "read_wait_sessions": ctx.read_wait_sessions,
+            "counted_read_wait_sessions": counted,
+            "reads_per_second": ctx.reads_per_second,
+        },
+        "PostgreSQL adds a backend's I/O to pg_stat_io when its transaction ends or it goes"
+        " idle: queries that read through the whole window are not in the per-read figures"
+        " yet, while the sampled waits include them. Run the report over a window in which"
+        " those queries finish, or read the sampled waits.",
+    )
+
+
+def read_latency_high(ctx: Context) -> Finding | None:
+    per_read, limit = ctx.seconds_per_read(), ctx.latency_limit()
+    if per_read is None or limit is None or not ctx.enough_reads or per_read <= limit:
+        return None
+    return Finding(
+        "read_latency_high",
+        ctx.severity("PgAioReadLatencyHigh"),
+        f"Reads wait {units.ms(per_read)} each on average, above the {units.ms(limit)} healthy"
+        " storage needs for reads of this size.",
+        {
+            "seconds_per_read": per_read,
+            "max_seconds_per_read": limit,
+            "reads_per_second": ctx.reads_per_second,
+        },
+        "See storage_saturated if sessions queue on reads; otherwise check the volume's"
+        " latency and throttling (cloud volumes: IOPS and throughput limits).",
+    )
+
+
+def storage_saturated(ctx: Context) -> Finding | None:
+    t = ctx.thresholds
+    waiting = ctx.read_wait_sessions
+    per_byte, per_read = ctx.seconds_per_byte(), ctx.seconds_per_read()
+    if not ctx.sampled or waiting <= t.min_io_wait_sessions or not ctx.enough_reads:
+        return None
+    if per_byte is None or per_read is None:
+        return None
+    evidence: dict[str, Any] = {
+        "read_wait_sessions": waiting,
+        "min_io_wait_sessions": t.min_io_wait_sessions,
+        "seconds_per_read": per_read,
+        "seconds_per_byte": per_byte,
+        "reads_per_second": ctx.reads_per_second,
+    }
+    baseline = ctx.baseline_seconds_per_byte()
+    if baseline is not None and baseline > 0:
+        # The alert's test, with the baseline file in place of the target's own median.
+        if per_byte <= t.latency_factor * baseline:
+            return None
+        evidence |= {"baseline_seconds_per_byte": baseline, "latency_factor": t.latency_factor}
+        slow = f"{units.ratio(per_byte / baseline)} the baseline's wait per MiB"
+    else:
+        limit = ctx.latency_limit()
+        if limit is None or per_read <= limit:
+            return None
+        evidence["max_seconds_per_read"] = limit
+        slow = f"{units.ms(per_read)} per read"
+    summary = (
+        f"Storage is saturated: {units.sessions(waiting)} sessions wait on reads on average,"
+        f" at {slow} ({units.per_mib(per_byte)})."
+    )
+    advice = (
+        "Storage, not PostgreSQL, sets the pace: more io workers or another io_method will not"
+        " help. Check the volume's IOPS and throughput limits (cloud volumes throttle), give"
+        " reads a faster volume, or read less: more shared_buffers, or plans that scan less."
+    )
+    if _pool_busy(ctx) and ctx.summary.server.io_method == "worker":
+        evidence["io_worker_utilization"] = ctx.summary.activity.io_worker_utilization
+        summary += " The io workers are busy too, so part of that wait is queueing for them."
+        advice = (
+            "Raise io_workers first (io_worker_pool_saturated) and run the report again: the"
+            " wait that remains is the storage's. Then: " + advice
+        )
+    return Finding(
+        "storage_saturated", ctx.severity("PgAioStorageSaturated"), summary, evidence, advice
+    )
+
+
+def _pool_busy(ctx: Context) -> bool:
+    utilization = ctx.summary.activity.io_worker_utilization
+    return utilization is not None and utilization > ctx.thresholds.max_utilization
+
+
+def _overflow_sessions(ctx: Context) -> float:
+    """Clients reading by themselves because the io worker queue was full. Under
+    io_method=worker PostgreSQL also reads single blocks in place (index lookups) whatever the
+    pool's load, so these count only while the pool is busy."""
+    if ctx.summary.server.io_method != "worker" or not _pool_busy(ctx):
+        return 0.0
+    return ctx.summary.activity.sync_read_sessions
+
+
+def _pool_signals(ctx: Context) -> list[str]:
+    t, activity = ctx.thresholds, ctx.summary.activity
+    signals = []
+    if _pool_busy(ctx):
+        signals.append("utilization")
+    if activity.submission_queue_sessions > t.max_submission_queue_sessions:
+        signals.append("submission_queue")
+    if _overflow_sessions(ctx) > t.max_sync_read_sessions:
+        signals.append("clients_reading_themselves")
+    return signals
+
+
+def pool_demand(ctx: Context) -> float | None:
+    """io workers' worth of work, on average: what the pool carried or was handed (I/Os
+    submitted and not done, from pg_aios), plus sessions queueing for it or reading instead."""
+    activity = ctx.summary.activity
+    if activity.busy_io_workers is None:
+        return None
+    carried = max(activity.busy_io_workers, activity.submitted_average)
+    return carried + activity.submission_queue_sessions + _overflow_sessions(ctx)
+
+
+def suggested_io_workers(ctx: Context) -> int | None:
+    """Enough workers for the measured demand at the busy share the alert allows; at least
+    one more than now, at most what PostgreSQL accepts."""
+    workers, demand, t = ctx.summary.activity.io_workers, pool_demand(ctx), ctx.thresholds
+    if workers is None or demand is None:
+        return None
+    return min(t.max_io_workers, max(workers + 1, math.ceil(demand / t.max_utilization)))
+
+
+def _workers(count: int | None) -> str:
+    return "workers not visible" if count is None else f"{count} worker{'s' * (count != 1)}"
+
+
+def io_worker_pool_saturated(ctx: Context) -> Finding | None:
+    if not ctx.sampled:
+        return None
+    signals = _pool_signals(ctx)
+    if not signals:
+        return None
+    t, activity = ctx.thresholds, ctx.summary.activity
+    workers, demand = activity.io_workers, pool_demand(ctx)
+    suggested = suggested_io_workers(ctx)
+    said = {
+        "utilization": f"io workers busy {units.percent(activity.io_worker_utilization)} of the"
+        f" time (above {units.percent(t.max_utilization)})",
+        "submission_queue": f"{units.sessions(activity.submission_queue_sessions)} sessions"
+        " waiting for the submission queue",
+        "clients_reading_themselves": f"{units.sessions(activity.sync_read_sessions)} client"
+        " sessions reading by themselves (IO/DataFileRead), which PostgreSQL does when the io"
+        " worker queue is full",
+    }
+    if suggested is None or demand is None:
+        advice = "Raise io_workers (ALTER SYSTEM SET io_workers = ...; SELECT pg_reload_conf())."
+    else:
+        advice = (
+            f"Raise io_workers from {workers} to {suggested}. Measured: the pool was handed"
+            f" {units.sessions(demand)} workers' worth of I/O on average"
+            f" ({units.sessions(activity.submitted_average)} I/Os submitted and not done,"
+            f" {units.sessions(activity.busy_io_workers or 0.0)} workers busy); {suggested}"
+            f" workers carry that at {units.percent(t.max_utilization)} busy."
+            f" ALTER SYSTEM SET io_workers = {suggested}; SELECT pg_reload_conf(); (no"
+            " restart), then run the report again: if sessions still wait on reads, storage"
+            " is the limit."
+        )
+    return Finding(
+        "io_worker_pool_saturated",
+        ctx.severity("PgAioWorkerPoolSaturated"),
+        f"The io worker pool ({_workers(workers)}) is too small:"
+        f" {'; '.join(said[s] for s in signals)}.",
+        {
+            "signals": signals,
+            "io_workers": workers,
+            "io_worker_utilization": activity.io_worker_utilization,
+            "max_utilization": t.max_utilization,
+            "submission_queue_sessions": activity.submission_queue_sessions,
+            "max_submission_queue_sessions": t.max_submission_queue_sessions,
+            "sync_read_sessions": activity.sync_read_sessions,
+            "max_sync_read_sessions": t.max_sync_read_sessions,
+            "submitted_io_average": activity.submitted_average,
+            "pool_demand_workers": demand,
+            "suggested_io_workers": suggested,
+        },
+        advice,
+    )
+
+
+def io_uring_available(ctx: Context) -> Finding | None:
+    server = ctx.summary.server
+    if not server.io_uring_available or server.io_method == "io_uring":
+        return None
+    return Finding(
+        "io_uring_available",
+        "info",
+        f"This PostgreSQL build accepts io_method=io_uring; it runs {server.io_method}.",
+        {"io_method": server.io_method, "io_methods": list(server.io_methods)},
+        "io_uring lets each backend submit its own reads to the kernel (no io worker hop)."
+        " It needs a restart (ALTER SYSTEM SET io_method = 'io_uring'), a kernel that allows"
+        " it (/proc/sys/kernel/io_uring_disabled = 0) and, in containers, a seccomp profile"
+        " that permits the io_uring system calls (Docker's default blocks them). Compare"
+        " before and after with --save and --baseline.",
+    )
+
+
+def pending_restart(ctx: Context) -> Finding | None:
+    names = ctx.summary.server.pending_restart
+    if not names:
+        return None
+    return Finding(
+        "pending_restart",
+        ctx.severity("PgAioPendingRestart"),
+        f"Changed settings wait for a restart: {', '.join(names)}.",
+        {"settings": list(names)},
+        "The running server still uses the old values, and this report describes them. The"
+        " next restart, planned or not, applies the new ones: measure again after it.",
+    )
+
+
+def stats_reset_during_window(ctx: Context) -> Finding | None:
+    summary = ctx.summary
+    if not summary.resets and not summary.restarts:
+        return None
+    what = []
+    if summary.resets:
+        what.append(f"pg_stat_io was reset {len(summary.resets)} time(s)")
+    if summary.restarts:
+        what.append(f"the server restarted {summary.restarts} time(s)")
+    return Finding(
+        "stats_reset_during_window",
+        ctx.severity("PgAioStatsReset"),
+        f"During the window {' and '.join(what)}: the read figures cover"
+        f" {units.duration(summary.read_seconds)} of {units.duration(summary.duration)}.",
+        {
+            "resets": [units.timestamp(r) for r in summary.resets],
+            "restarts": summary.restarts,
+            "counted_seconds": summary.read_seconds,
+            "window_seconds": summary.duration,
+        },
+        "The intervals across a reset or restart are left out; the rest of the window counts."
+        " Run again without resets for a full window.",
+    )
+
+
+def _regression(ctx: Context) -> tuple[float, float, float] | None:
+    """(per byte now, per byte before, ratio), when both windows measured waits."""
+    now, before = ctx.seconds_per_byte(), ctx.baseline_seconds_per_byte()
+    if now is None or before is None or before <= 0:
+        return None
+    return now, before, now / before
+
+
+def read_latency_regression(ctx: Context) -> Finding | None:
+    found = _regression(ctx)
+    factor = ctx.thresholds.regression_factor
+    if found is None or not ctx.enough_reads or found[2] <= factor:
+        return None
+    now, before, ratio = found
+    advice = (
+        "Per byte, so larger combined reads cannot cause this: storage or contention got"
+        " slower. Compare the io_method, io_workers and sampled waits of the two runs, and the"
+        " volume's limits."
+    )
+    then = ctx.baseline.server.io_method if ctx.baseline is not None else None
+    if ctx.summary.server.io_method == "worker" and then != "worker" and not _pool_busy(ctx):
+        advice += (
+            f" The baseline read without io workers (io_method {then or 'none'}) and this"
+            " pool is not busy: the added wait is the hand-off of each read to an io worker and"
+            " back, which fast storage (page cache, NVMe) and a loaded CPU make dominant. Try"
+            " io_method = 'sync' (or io_uring, where available; restart) and compare again."
+        )
+    return Finding(
+        "read_latency_regression",
+        ctx.severity("PgAioReadLatencyRegression"),
+        f"Reads wait {units.ratio(ratio)} longer per byte than in the baseline:"
+        f" {units.per_mib(now)} against {units.per_mib(before)}.",
+        {
+            "seconds_per_byte": now,
+            "baseline_seconds_per_byte": before,
+            "ratio": ratio,
+            "factor": factor,
+            "reads_per_second": ctx.reads_per_second,
+        },
+        advice,
+    )
+
+
+def wait_per_read_rose_with_read_size(ctx: Context) -> Finding | None:
+    if ctx.baseline is None or read_latency_regression(ctx) is not None:
+        return None
+    now, before = ctx.summary.total.figures, ctx.baseline.total.figures
+    if now is None or before is None or now.latency_seconds is None:
+        return None
+    if not before.latency_seconds or before.size_bytes <= 0:
+        return None
+    per_read = now.latency_seconds / before.latency_seconds
+    size = now.size_bytes / before.size_bytes
+    if per_read <= 1 or size <= 1:
+        return None
+    found = _regression(ctx)
+    return Finding(
+        "wait_per_read_rose_with_read_size",
+        "info",
+        f"Each read waits {units.ratio(per_read)} longer than in the baseline, but reads are"
+        f" {units.ratio(size)} larger ({units.size(before.size_bytes)} ->"
+        f" {units.size(now.size_bytes)}): per byte the wait changed"
+        f" {units.ratio(found[2]) if found else 'unknown'}.",
+        {
+            "seconds_per_read_ratio": per_read,
+            "read_size_ratio": size,
+            "seconds_per_byte_ratio": found[2] if found else None,
+        },
+        "Not a regression: PostgreSQL 18 combines up to io_combine_limit blocks into one read,"
+        " so a read carries more data and takes longer. Compare the wait per MiB.",
+    )
+
+
+def reads_not_combined(ctx: Context) -> Finding | None:
+    server, t = ctx.summary.server, ctx.thresholds
+    if not server.aio:
+        return None
+    rows: list[dict[str, Any]] = []
+    for key in ctx.summary.reading_rows():
+        reads = ctx.summary.reads(key)
+        figures = reads.figures
+        if key[1:] != BULK_READS or figures is None:
+            continue
+        if reads.reads_per_second < t.min_read_ops_per_second:
+            continue
+        if figures.size_bytes <= t.max_uncombined_read_size_bytes:
+            rows.append(
+                {
+                    "backend_type": key[0],
+                    "object": key[1],
+                    "context": key[2],
+                    "read_size_bytes": figures.size_bytes,
+                    "reads_per_second": reads.reads_per_second,
+                }
+            )
+    if not rows:
+        return None
+    settings = server.settings
+    shown = ", ".join(
+        f"{units.size(r['read_size_bytes'])} per read ({r['backend_type']})" for r in rows
+    )
+    return Finding(
+        "reads_not_combined",
+        "warning",
+        f"Sequential scans read {shown}: PostgreSQL 18 does not combine blocks here, so the AIO"
+        " gain is lost.",
+        {"rows": rows, **{name: settings.get(name) for name in COMBINING_SETTINGS}},
+        _why_not_combined(settings),
+    )
+
+
+def _why_not_combined(settings: Mapping[str, float]) -> str:
+    reasons = []
+    combine = settings.get("io_combine_limit_bytes")
+    if combine is not None and combine <= BLOCK_BYTES:
+        reasons.append(
+            f"io_combine_limit is {units.size(combine)}: set it back to 128kB (the default,"
+            " 16 blocks)"
+        )
+    concurrency = settings.get("io_max_concurrency")
+    if concurrency is not None and concurrency < 16:
+        shared = settings.get("shared_buffers_bytes")
+        reasons.append(
+            f"io_max_concurrency is {units.count(concurrency)}, sized by PostgreSQL from"
+            f" shared_buffers ({units.size(shared) if shared else '?'}) and max_connections:"
+            " too few reads in flight per backend to combine. Raise shared_buffers, lower"
+            " max_connections, or set io_max_concurrency (restart)"
+        )
+    effective = settings.get("effective_io_concurrency")
+    if effective is not None and effective <= 1:
+        reasons.append(
+            f"effective_io_concurrency is {units.count(effective)}: read-ahead is off; raise it"
+            " (16 is the default)"
+        )
+    if not reasons:
+        return "The settings allow combining; check for concurrent scans of the same table."
+    return "; ".join(reasons) + "."
+
+
+CHECKS: tuple[Check, ...] = (
+    track_io_timing_off,
+    no_read_activity,
+    reads_not_yet_counted,
+    storage_saturated,
+    read_latency_high,
+    io_worker_pool_saturated,
+    read_latency_regression,
+    wait_per_read_rose_with_read_size,
+    reads_not_combined,
+    io_uring_available,
+    pending_restart,
+    stats_reset_during_window,
+)
+
+
+def findings(ctx: Context) -> list[Finding]:
+    """Every finding the data supports, the most severe first."""
+    found = [f for check in CHECKS if (f := check(ctx)) is not None]
+    return sorted(found, key=lambda f: -SEVERITIES.index(f.severity))

@@ -1,0 +1,71 @@
+"""The thresholds the report judges by: the shipped alert rules' own, plus the few that only
+the report needs, read from one parameters document."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SEVERITIES = ("ok", "info", "warning", "critical")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    # Alert rules (alerts/params.yaml): the same numbers, the same meaning.
+    min_read_ops_per_second: float  # below this, latency is noise and nothing is judged
+    regression_factor: float  # PgAioReadLatencyRegression: per-byte wait x the baseline's
+    max_seconds_per_read: float  # PgAioReadLatencyHigh: this, plus the read size at ...
+    min_bytes_per_second: float | None  # ... this rate, when set
+    io_wait_events: frozenset[str]  # PgAioStorageSaturated
+    min_io_wait_sessions: float
+    latency_factor: float
+    max_utilization: float  # PgAioWorkerPoolSaturated
+    max_submission_queue_sessions: float
+    severities: Mapping[str, str]  # alert name -> severity
+    # Report only.
+    max_uncombined_read_size_bytes: float  # reads_not_combined
+    max_sync_read_sessions: float  # io_worker_pool_saturated: clients reading themselves
+    min_uncounted_read_sessions: float  # reads_not_yet_counted
+    max_io_workers: int  # PostgreSQL's upper bound for io_workers
+
+    def allowed_seconds_per_read(self, size_bytes: float) -> float:
+        """PgAioReadLatencyHigh's limit for reads of this average size."""
+        if self.min_bytes_per_second is None:
+            return self.max_seconds_per_read
+        return self.max_seconds_per_read + size_bytes / self.min_bytes_per_second
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Thresholds:
+        alerts, report = params["alerts"], params["report"]
+        saturated = alerts["PgAioStorageSaturated"]
+        pool = alerts["PgAioWorkerPoolSaturated"]
+        high = alerts["PgAioReadLatencyHigh"]
+        return cls(
+            min_read_ops_per_second=float(params["min_read_ops_per_second"]),
+            regression_factor=float(alerts["PgAioReadLatencyRegression"]["factor"]),
+            max_seconds_per_read=float(high["max_seconds_per_read"]),
+            min_bytes_per_second=(
+                float(high["min_bytes_per_second"]) if "min_bytes_per_second" in high else None
+            ),
+            io_wait_events=frozenset(saturated["io_wait_events"].split("|")),
+            min_io_wait_sessions=float(saturated["min_io_wait_sessions"]),
+            latency_factor=float(saturated["latency_factor"]),
+            max_utilization=float(pool["max_utilization"]),
+            max_submission_queue_sessions=float(pool["max_submission_queue_sessions"]),
+            severities={name: alert["severity"] for name, alert in alerts.items()},
+            max_uncombined_read_size_bytes=float(report["max_uncombined_read_size_bytes"]),
+            max_sync_read_sessions=float(report["max_sync_read_sessions"]),
+            min_uncounted_read_sessions=float(report["min_uncounted_read_sessions"]),
+            max_io_workers=int(report["max_io_workers"]),
+        )
+
+
+FILE = Path(__file__).resolve().parent.parent / "thresholds.yaml"
+
+
+def load() -> Thresholds:
+    import yaml  # noqa: PLC0415 (PyYAML only when a report is made)
+
+    return Thresholds.from_params(yaml.safe_load(FILE.read_text()))

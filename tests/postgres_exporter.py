@@ -1,0 +1,56 @@
+"""prometheus-community's postgres_exporter (Debian's package) watching the same server as ours:
+the neighbour whose pg_up, pg_settings_* and pg_postmaster_start_time_seconds share our names."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import urllib.request
+from pathlib import Path
+
+import psycopg
+
+from harness import terminate, wait_for
+from pg_aio_exporter.demo.server import LocalServer, free_port
+
+BINARY = shutil.which("prometheus-postgres-exporter") or "/usr/bin/prometheus-postgres-exporter"
+ROLE = "postgres_exporter"
+
+
+class PostgresExporter:
+    """Connects as its own role, for which track_io_timing is off: its pg_settings_track_io_timing
+    is then 0 while the server's (and ours) is 1, so a rule that reads its series shows."""
+
+    def __init__(self, server: LocalServer) -> None:
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [ROLE]).fetchone():
+                conn.execute(f"CREATE ROLE {ROLE} LOGIN IN ROLE pg_monitor")
+                conn.execute(f"ALTER ROLE {ROLE} SET track_io_timing = off")
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.log_path = Path(tempfile.mkstemp(prefix="postgres-exporter-", suffix=".log")[1])
+        self._log = self.log_path.open("w")
+        dsn = f"postgresql://{ROLE}@127.0.0.1:{server.port}/postgres?sslmode=disable"
+        self.proc = subprocess.Popen(
+            [BINARY, f"--web.listen-address={self.address}"],
+            env={"DATA_SOURCE_NAME": dsn, "PATH": "/usr/bin:/bin"},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for(self._up, 30, "postgres_exporter to reach the server", every=0.5)
+
+    def _up(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(self.log_path.read_text()[-3000:])
+        try:
+            url = f"http://{self.address}/metrics"
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return b"\npg_up 1" in resp.read()
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        terminate(self.proc)
+        self._log.close()
+        self.log_path.unlink(missing_ok=True)

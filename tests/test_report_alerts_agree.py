@@ -1,0 +1,239 @@
+"""The report and the shipped alert rules judge alike: the same numbers, fed to the rules through
+`promtool test rules` and to the report's findings, fire each alert exactly where the report
+emits its finding.
+
+Each scenario is one target with steady rates: an hour "before" (the alerts' own baseline, the
+report's --baseline window), then forty minutes "now" (long enough for every alert's `for`).
+The expected firing alerts are the report's findings, mapped to their alerts; promtool checks
+that the rules fire those and no others.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pg_aio_exporter.collectors.intervals import ReadCounters
+from pg_aio_exporter.report import thresholds
+from pg_aio_exporter.report.outcome import judge
+from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parent.parent
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+BEFORE, NOW = 60, 40  # minutes
+IO = 'backend_type="client backend", object="relation", context="bulkread"'
+# finding -> the alert that judges the same thing
+ALERT_OF = {
+    "storage_saturated": "PgAioStorageSaturated",
+    "read_latency_regression": "PgAioReadLatencyRegression",
+    "read_latency_high": "PgAioReadLatencyHigh",
+    "io_worker_pool_saturated": "PgAioWorkerPoolSaturated",
+    "track_io_timing_off": "PgAioTrackIoTimingOff",
+    "pending_restart": "PgAioPendingRestart",
+    "stats_reset_during_window": "PgAioStatsReset",
+}
+
+
+@dataclass(frozen=True)
+class Rates:
+    """One phase, per second: what the server did and what the sampler saw."""
+
+    reads: float = 1000.0
+    size: float = 24 * 1024  # bytes per read
+    wait: float = 0.0001  # seconds per read
+    hits: float = 500.0
+    timing: bool = True
+    waiting: float = 0.1  # client sessions in IO/AioIoCompletion
+    workers: int = 3
+    busy: float = 0.3  # busy io workers
+    queue: float = 0.0  # sessions on LWLock/AioWorkerSubmissionQueue
+    pending: bool = False  # io_method awaits a restart
+    reset: bool = False  # pg_stat_io reset ten minutes before the end
+
+
+NORMAL = Rates()
+SCENARIOS = {
+    "healthy": (NORMAL, NORMAL),
+    # Ten times the wait per byte, three sessions waiting on it: saturated, and a regression.
+    "slow_storage": (NORMAL, replace(NORMAL, wait=0.001, waiting=3.0)),
+    # Three sessions wait, at the usual latency: busy, not saturated.
+    "busy_but_fast": (NORMAL, replace(NORMAL, reads=30_000, waiting=3.0)),
+    # 2.9x per byte: below the regression factor (3), one session waiting.
+    "almost_regression": (NORMAL, replace(NORMAL, wait=0.00029, waiting=1.0)),
+    # 17 -> 18: 8 kB reads at 0.5 ms, then 32 kB at 1.2 ms (0.6x per byte).
+    "upgrade": (
+        replace(NORMAL, size=8192, wait=0.0005),
+        replace(NORMAL, reads=250, size=32768, wait=0.0012),
+    ),
+    "one_worker_busy": (NORMAL, replace(NORMAL, workers=1, busy=0.9)),
+    "submission_queue": (NORMAL, replace(NORMAL, queue=0.15)),
+    "timing_off": (replace(NORMAL, timing=False), replace(NORMAL, timing=False)),
+    "pending_restart": (NORMAL, replace(NORMAL, pending=True)),
+    "stats_reset": (NORMAL, replace(NORMAL, reset=True)),
+    # 25 ms per read at 20 reads/s: high latency; then the same below the traffic guard.
+    "high_latency": (replace(NORMAL, reads=20, wait=0.025), replace(NORMAL, reads=20, wait=0.025)),
+    "too_few_reads": (replace(NORMAL, reads=5, wait=0.05), replace(NORMAL, reads=5, wait=0.05)),
+}
+
+
+def per_minute(phases: tuple[Rates, Rates], value: str) -> list[float]:
+    """One value per minute over both phases (cumulative for rates, as counters are)."""
+    before, now = phases
+    rates = [before] * BEFORE + [now] * NOW
+    out, total = [0.0], 0.0
+    for minute, r in enumerate(rates, start=1):
+        reset_at = BEFORE + NOW - 10
+        if value in ("reads", "read_bytes", "read_time", "hits") and r.reset and minute == reset_at:
+            total = 0.0
+        per_second = {
+            "reads": r.reads,
+            "read_bytes": r.reads * r.size,
+            "read_time": r.reads * r.wait if r.timing else 0.0,
+            "hits": r.hits,
+            "samples": 1.0,
+            "waiting": r.waiting,
+            "queue": r.queue,
+            "busy": r.busy,
+            "slots": float(r.workers),  # io workers seen, once a second
+        }.get(value)
+        if per_second is not None:
+            total += per_second * 60
+            out.append(total)
+        else:
+            gauge = {
+                "timing": float(r.timing),
+                "workers": float(r.workers),
+                "pending": float(r.pending),
+                "reset": 1.0e9 + (60.0 * reset_at if r.reset and minute >= reset_at else 0.0),
+            }[value]
+            out.append(gauge)
+    if value in ("timing", "workers", "pending", "reset"):
+        out[0] = out[1]
+    return out
+
+
+def input_series(target: str, phases: tuple[Rates, Rates]) -> list[dict[str, str]]:
+    t = f'target="{target}"'
+    series = {
+        f"pg_stat_io_reads_total{{{t}, {IO}}}": "reads",
+        f"pg_stat_io_read_bytes_total{{{t}, {IO}}}": "read_bytes",
+        f"pg_stat_io_read_time_seconds_total{{{t}, {IO}}}": "read_time",
+        f"pg_stat_io_hits_total{{{t}, {IO}}}": "hits",
+        f"pg_stat_io_stats_reset_timestamp_seconds{{{t}}}": "reset",
+        f"pg_settings_track_io_timing{{{t}}}": "timing",
+        f"pg_aio_sampler_samples_total{{{t}}}": "samples",
+        f'pg_aio_wait_event_samples_total{{{t}, backend_type="client backend",'
+        ' wait_event_type="IO", wait_event="AioIoCompletion"}': "waiting",
+        f'pg_aio_wait_event_samples_total{{{t}, backend_type="client backend",'
+        ' wait_event_type="LWLock", wait_event="AioWorkerSubmissionQueue"}': "queue",
+        f"pg_aio_io_workers{{{t}}}": "workers",
+        f"pg_aio_io_worker_busy_samples_total{{{t}}}": "busy",
+        f"pg_aio_io_worker_samples_total{{{t}}}": "slots",
+        f'pg_settings_pending_restart{{{t}, name="io_method"}}': "pending",
+    }
+    return [
+        {"series": name, "values": " ".join(f"{v:.6g}" for v in per_minute(phases, value))}
+        for name, value in series.items()
+    ]
+
+
+def summary(rates: Rates, minutes: int, *, resets: tuple[float, ...] = ()) -> Summary:
+    seconds = minutes * 60.0
+    samples = int(seconds)
+    settings = {"io_workers": float(rates.workers), "track_io_timing": float(rates.timing)}
+    return Summary(
+        target="t",
+        started_at=0.0,
+        ended_at=seconds,
+        server=ServerFacts(
+            "18.6",
+            180006,
+            settings,
+            "worker",
+            ("sync", "worker"),
+            ("io_method",) if rates.pending else (),
+        ),
+        rows={
+            ("client backend", "relation", "bulkread"): ReadCounters(
+                rates.reads * seconds,
+                rates.reads * rates.size * seconds,
+                rates.reads * rates.wait * seconds * 1000 if rates.timing else 0.0,
+                rates.hits * seconds,
+            )
+        },
+        read_seconds=seconds,
+        timed=rates.timing,
+        activity=Activity(
+            samples=samples,
+            sample_interval=1.0,
+            wait_samples={
+                ("client backend", "IO", "AioIoCompletion"): round(rates.waiting * samples),
+                ("client backend", "LWLock", "AioWorkerSubmissionQueue"): round(
+                    rates.queue * samples
+                ),
+            },
+            io_workers=rates.workers,
+            io_worker_slots=rates.workers * samples,
+            io_worker_busy=round(rates.busy * samples),
+        ),
+        resets=resets,
+    )
+
+
+def expected_alerts(name: str) -> set[str]:
+    before, now = SCENARIOS[name]
+    # The report's window: the last ten minutes, which hold the reset of "stats_reset".
+    window = summary(now, 10, resets=(1.0,) if now.reset else ())
+    report = judge(window, thresholds.load(), summary(before, BEFORE))
+    return {ALERT_OF[f.id] for f in report.findings if f.id in ALERT_OF}
+
+
+def test_every_mirrored_alert_is_exercised_both_ways():
+    fired = {alert for name in SCENARIOS for alert in expected_alerts(name)}
+    assert fired == set(ALERT_OF.values())
+    assert expected_alerts("healthy") == set()
+
+
+def test_report_and_alerts_agree(tmp_path: Path):
+    alerts = "|".join(ALERT_OF.values())
+    expected = [
+        {"labels": f'{{alertname="{alert}", target="{name}"}}', "value": 1}
+        for name in SCENARIOS
+        for alert in sorted(expected_alerts(name))
+    ]
+    fixture = {
+        "rule_files": [
+            str(REPO / "alerts" / "pg_aio_recording.yml"),
+            str(REPO / "alerts" / "pg_aio_alerts.yml"),
+        ],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    s for name, phases in SCENARIOS.items() for s in input_series(name, phases)
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": f'count by (alertname, target) (ALERTS{{alertstate="firing",'
+                        f' alertname=~"{alerts}"}})',
+                        "eval_time": f"{BEFORE + NOW}m",
+                        "exp_samples": expected,
+                    }
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "agree.yml"
+    path.write_text(yaml.safe_dump(fixture, sort_keys=False))
+    result = subprocess.run(
+        [PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
