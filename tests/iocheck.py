@@ -11,10 +11,11 @@ import psycopg
 import pytest
 
 from harness import OBSERVER, Exporter, Samples, flush_stats, labels, pg_stat_io, wait_for
-from pg_aio_exporter.demo.workload import index_scan, seq_scan
+from pg_aio_exporter.demo.workload import Workload, index_scan, seq_scan
 
 Row = dict[str, Any]
 IoRows = dict[tuple[str, str, str], Row]
+BULKREAD = ("client backend", "relation", "bulkread")
 
 # Contract metric -> (pg_stat_io column, factor); written out here rather than imported so that
 # the test does not trust the exporter's own mapping. Byte columns exist from PG 18; before,
@@ -125,6 +126,16 @@ def one_interval(
     raise AssertionError("could not fit a burst into one poll interval")
 
 
+def check_one_interval(
+    dsn: str, exporter: Exporter, obs: psycopg.Connection[Any], poll: float
+) -> Samples:
+    """A burst of reads within one poll interval: the gauges of at least the two read
+    contexts equal the test's own math. Returns the scrape after it."""
+    s1, s2, scraped = one_interval(dsn, exporter, obs, poll)
+    assert check_interval_gauges(s1, s2, scraped) >= 2
+    return scraped
+
+
 def check_interval_gauges(s1: IoRows, s2: IoRows, scraped: Samples) -> int:
     """The four gauges equal the test's own math on S1 -> S2, and are absent where no reads
     happened. Returns how many label sets had reads."""
@@ -148,3 +159,28 @@ def check_interval_gauges(s1: IoRows, s2: IoRows, scraped: Samples) -> int:
         assert gauges["pg_aio_read_size_bytes"] == rel(d_bytes / d_reads, rel=1e-9)
         assert gauges["pg_aio_hit_ratio"] == rel(d_hits / (d_hits + d_reads), rel=1e-9)
     return moved
+
+
+def check_counters_under_load(dsn: str, exporter: Exporter, obs: psycopg.Connection[Any]) -> None:
+    """Under a workload every counter lies between pg_stat_io read before and after a poll,
+    and grows; the sampler sees the sessions; on the quiet server they equal pg_stat_io."""
+    workload = Workload(dsn, clients=2, pause=0.05).start()
+    history: list[Samples] = []
+    try:
+        for _ in range(3):
+            before = pg_stat_io(obs)
+            scraped = exporter.wait_poll()
+            after = pg_stat_io(obs)
+            history.append(scraped)
+            assert check_counters_between(scraped, before, after) > 300
+    finally:
+        workload.stop()
+    check_monotonic(history)
+    reads = [h["pg_stat_io_reads_total"][series_key(BULKREAD)] for h in history]
+    assert reads[-1] > reads[0]
+    waits = history[-1]["pg_aio_wait_event_samples_total"]
+    assert sum(v for k, v in waits.items() if dict(k)["backend_type"] == "client backend") > 0
+    quiesce(dsn)
+    exporter.wait_poll()
+    now = pg_stat_io(obs)
+    assert check_counters_between(exporter.wait_poll(), now, now) > 300

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -172,6 +173,15 @@ def test_alerts_carry_severity_text_and_a_runbook_section() -> None:
     assert headings == {a["alert"] for a in alerts}, "runbook sections for unknown alerts"
 
 
+def test_runbook_links_resolve_where_the_docs_ship_with_the_rules() -> None:
+    """The default runbook_url is relative to where this tree's docs/ is served, so it names a
+    file that exists, not an address that may not."""
+    for alert in rules("alert"):
+        link = urllib.parse.urlsplit(alert["annotations"]["runbook_url"])
+        assert not link.scheme and not link.netloc, link
+        assert (REPO / link.path).is_file(), link
+
+
 def test_latency_regression_reads_latency_per_byte() -> None:
     # Per operation, a 17 -> 18 upgrade alone would fire it (the fixture proves the behaviour;
     # this keeps a refactor from swapping the recording rule under it).
@@ -255,6 +265,39 @@ def test_bad_override_is_rejected(
     path.write_text(yaml.safe_dump(override))
     with pytest.raises(generate.ParamsError, match=message):
         generate.load_params([path])
+
+
+def test_make_rules_regenerates_every_file_from_the_params(tmp_path: Path) -> None:
+    """A changed parameter reaches every file generated from it with one `make rules`, the
+    PrometheusRule of deploy/kubernetes included."""
+    copy = tmp_path / "repo"
+    parts = ("Makefile", "pyproject.toml", "alerts", "docs/alerts.md", "deploy/kubernetes")
+    for part in (*parts, "exporter/pg_aio_exporter/thresholds.yaml"):
+        (copy / part).parent.mkdir(parents=True, exist_ok=True)
+        source = REPO / part
+        if source.is_dir():
+            shutil.copytree(source, copy / part)
+        else:
+            shutil.copy2(source, copy / part)
+    thresholds_file = copy / "exporter" / "pg_aio_exporter" / "thresholds.yaml"
+    thresholds = yaml.safe_load(thresholds_file.read_text())
+    thresholds["min_read_ops_per_second"] += 1
+    thresholds_file.write_text(yaml.safe_dump(thresholds))
+    venv = Path(sys.prefix)  # the one running these tests, taken as built
+    subprocess.run(
+        ["make", "-C", str(copy), f"VENV={venv}", "-o", f"{venv}/.installed-stamp", "rules"],
+        check=True,
+        capture_output=True,
+    )
+    # The latency alerts and their table in the docs read min_read_ops_per_second.
+    for name in (
+        "alerts/pg_aio_alerts.yml",
+        "docs/alerts.md",
+        "deploy/kubernetes/prometheusrule.yaml",
+    ):
+        assert (copy / name).read_text() != (REPO / name).read_text(), f"{name} not regenerated"
+    check = [sys.executable, str(copy / "deploy" / "kubernetes" / "generate_prometheusrule.py")]
+    assert subprocess.run([*check, "--check"], capture_output=True, check=False).returncode == 0
 
 
 def test_a_threshold_has_one_source(

@@ -183,15 +183,75 @@ def test_activity_wait_events(major: str):
 def test_io_worker_utilisation(major: str):
     got = sampled(registry.SAMPLE["activity"](), major)
     if major != "18":
-        assert "pg_aio_io_workers" not in got and "pg_aio_io_worker_busy_samples_total" not in got
+        assert not [name for name in got if name.startswith("pg_aio_io_worker")]
         return
     workers = [r for r in _activity_rows(major) if r["backend_type"] == "io worker"]
     busy = sum(r["n"] for r in workers if r["wait_event"] != "IoWorkerMain")
     slots = sum(r["n"] for r in workers)
     assert busy > 0
     assert got["pg_aio_io_worker_busy_samples_total"][labels(**T)] == busy
+    assert got["pg_aio_io_worker_samples_total"][labels(**T)] == slots
     assert got["pg_aio_io_worker_utilization_ratio"][labels(**T)] == busy / slots
     assert got["pg_aio_io_workers"][labels(**T)] == 3  # io_workers default, in the last sample
+
+
+def _worker_rows(idle: int, busy: int) -> Rows:
+    rows = [
+        {"backend_type": "checkpointer", "state": None, "wait_event_type": "Activity",
+         "wait_event": "CheckpointerMain", "hidden": False, "n": 1},
+        {"backend_type": "client backend", "state": "active", "wait_event_type": "IO",
+         "wait_event": "AioIoUringExecution", "hidden": False, "n": 2},
+    ]  # fmt: skip
+    for wait_type, wait, n in (("Activity", "IoWorkerMain", idle), ("IO", "DataFileRead", busy)):
+        if n:
+            rows.append(
+                {"backend_type": "io worker", "state": None, "wait_event_type": wait_type,
+                 "wait_event": wait, "hidden": False, "n": n}
+            )  # fmt: skip
+    return rows
+
+
+def test_no_io_workers_means_no_io_worker_metrics():
+    """io_method sync or io_uring: background processes are visible, none is an io worker.
+    The io worker metrics are absent, as before PostgreSQL 18, not 0."""
+    collector = activity.ActivityCollector()
+    for _ in range(3):
+        assert collector.observe(_worker_rows(idle=0, busy=0), 180006) is None
+    collector.roll_window()
+    out = MetricSet(T)
+    collector.collect_counters(out)
+    collector.collect_gauges(out)
+    got = _render(out)
+    assert not [name for name in got if name.startswith("pg_aio_io_worker")], got.keys()
+    waits = got["pg_aio_wait_event_samples_total"]
+    assert waits[labels(**T, backend_type="client backend", wait_event_type="IO",
+                        wait_event="AioIoUringExecution")] == 6  # fmt: skip
+
+
+def test_io_worker_denominator_follows_a_pool_change():
+    """io_workers 3 -> 1 within one window: the worker samples counter adds each sample's pool
+    size, so rate(busy) / rate(worker samples) is exact over any window, like the gauge."""
+    collector = activity.ActivityCollector()
+    for _ in range(10):
+        collector.observe(_worker_rows(idle=2, busy=1), 180006)
+    for _ in range(30):
+        collector.observe(_worker_rows(idle=0, busy=1), 180006)
+    collector.roll_window()
+    out = MetricSet(T)
+    collector.collect_counters(out)
+    collector.collect_gauges(out)
+    got = _render(out)
+    assert got["pg_aio_io_worker_busy_samples_total"][labels(**T)] == 40
+    assert got["pg_aio_io_worker_samples_total"][labels(**T)] == 10 * 3 + 30 * 1
+    assert got["pg_aio_io_worker_utilization_ratio"][labels(**T)] == 40 / 60
+    assert got["pg_aio_io_workers"][labels(**T)] == 1
+    # Later, a server restarted with io_method=io_uring: no io workers, the metrics go.
+    collector.observe(_worker_rows(idle=0, busy=0), 180006)
+    collector.roll_window()
+    out = MetricSet(T)
+    collector.collect_counters(out)
+    collector.collect_gauges(out)
+    assert not [name for name in _render(out) if name.startswith("pg_aio_io_worker")]
 
 
 def test_pg_aios_in_flight():

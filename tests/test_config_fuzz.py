@@ -100,6 +100,7 @@ LIBPQ_VALUES = (
     | st.sampled_from(["0x10", "1e3", "2.5", "65535", "65536", "0", "-1", "2147483648"])
     | st.text(string.ascii_letters + string.digits + "-.,", max_size=8)
 )
+LIBPQ_KNOWS = {option.keyword.decode() for option in psycopg.pq.Conninfo.get_defaults()}
 # Nothing may answer there, so that every attempt fails: a socket in a directory that does not
 # exist, or a closed port on loopback (libpq sets keepalive options on TCP sockets only).
 NOWHERE_SOCKET = "/nonexistent/pg_aio_exporter-test"
@@ -128,11 +129,11 @@ def libpq_refuses(conninfo: str) -> str | None:
 @example("port", " +5432 ")
 @example("sslmode", "bogus")
 @example("ssl_min_protocol_version", "")
-@example("keepalives", "")
 @example("keepalives_idle", "99999999999")
 @example("sslnegotiation", "direct")
 @example("ssl_max_protocol_version", "tlsv1")
 def test_refused_at_start_exactly_when_libpq_refuses(keyword: str, value: str):
+    assume(keyword in LIBPQ_KNOWS)  # sslnegotiation is new in libpq 17
     tcp = f"host=127.0.0.1 port={free_port()}"
     base = f"host={NOWHERE_SOCKET}" if keyword == "port" else tcp
     conninfo = psycopg.conninfo.make_conninfo(base, **{keyword: value})
@@ -142,7 +143,20 @@ def test_refused_at_start_exactly_when_libpq_refuses(keyword: str, value: str):
     except ConfigError as exc:
         assert refused, f"libpq accepts {keyword}={value!r}, the exporter says: {exc}"
     else:
-        assert not refused, f"libpq refuses {keyword}={value!r} ({refused}), the exporter not"
+        assert not refused or libpq_versions_differ(keyword, value), (
+            f"libpq refuses {keyword}={value!r} ({refused}), the exporter not"
+        )
+
+
+def libpq_versions_differ(keyword: str, value: str) -> bool:
+    """Integers libpq 16 (measured with psycopg-binary 3.2.1) and 18 judge differently, which
+    the exporter leaves to libpq: empty (16: unset), with blanks around (18 takes them),
+    beyond a C int (16 takes it)."""
+    if keyword not in libpq.INTEGERS:
+        return False
+    digits = value.strip()
+    beyond = digits.lstrip("+-").isdigit() and not -(2**31) <= int(digits) < 2**31
+    return not digits or digits != value or beyond
 
 
 @pytest.mark.parametrize(

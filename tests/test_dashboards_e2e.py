@@ -52,7 +52,7 @@ MAY_BE_EMPTY = {
     "panel 'Poll errors and sample overruns' A": "no poll fails against a healthy server",
     "panel 'Poll errors and sample overruns' B": "no sample overruns on an idle 2-core machine",
     "panel 'Sessions waiting on I/O by backend type' B": (
-        "AioWorkerSubmissionQueue contention needs more concurrent readers than 2 clients"
+        "io worker queue or io_uring ring contention needs more concurrent readers than 2"
     ),
 }
 RANGE_SECONDS = 60

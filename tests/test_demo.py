@@ -1,24 +1,30 @@
 """`make demo`, the README's command: real reads, bulkread growing, clean exit on Ctrl-C, and
-the machine as it was (no directory opened up, no OS user left behind)."""
+the machine as it was (no directory opened up, no OS user left behind); with `--io-method
+io_uring` on the cached liburing build, and a one-line error without it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
 import shlex
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from deploy_files import run
-from harness import REPO, labels, parse, wait_for
+from harness import REPO, Samples, labels, parse, wait_for
 from pg_aio_exporter.demo import server as demo_server
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir, free_port
+
+BULK = labels(target="demo", backend_type="client backend", object="relation", context="bulkread")
 
 
 def user_exists(name: str) -> bool:
@@ -42,20 +48,33 @@ def test_demo_serves_growing_bulkread_reads_and_cleans_up(tmp_path: Path):
     before = modes(ancestors)
     user_before = user_exists(demo_server.OS_USER)
     try:
-        run_demo(tmp_path)
+        with make_demo(tmp_path) as url:
+            growing_bulkread_reads(url)
+            # The report command it prints works as printed, from the README's directory.
+            printed = (tmp_path / "demo.log").read_text()
+            command = re.search(r"report on it, in another terminal: (.+)", printed)
+            assert command, printed
+            report = run(*shlex.split(command.group(1)), "--duration", "10s")
+            assert report.returncode == 0, report.stderr
+            assert "Reads are not storage-bound" in " ".join(report.stdout.split())
         assert modes(ancestors) == before, "the demo changed directory modes"
         assert user_exists(demo_server.OS_USER) == user_before
     finally:
         REPO.chmod(repo_mode)
 
 
-def run_demo(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def make_demo(tmp_path: Path, *args: str) -> Iterator[str]:
+    """`make demo DEMO_ARGS=...` until its URL is printed; yields the URL, then Ctrl-C and
+    checks that the demo cleaned up after itself."""
     port = free_port()
     log_path = tmp_path / "demo.log"
     with log_path.open("w") as log:
         # The README's command itself, in its own process group so that Ctrl-C reaches make
         # and the exporter under it as it would from a terminal.
-        demo_args = f"--table-mb 48 --poll-interval 1s --web.listen-address 127.0.0.1:{port}"
+        demo_args = " ".join(
+            ["--table-mb 48 --poll-interval 1s", f"--web.listen-address 127.0.0.1:{port}", *args]
+        )
         proc = subprocess.Popen(
             ["make", "--no-print-directory", "demo", f"DEMO_ARGS={demo_args}"],
             cwd=REPO,
@@ -66,25 +85,9 @@ def run_demo(tmp_path: Path) -> None:
     try:
         # The first `make demo` of a clone also installs the package with its demo extra.
         wait_for(lambda: "/metrics" in log_path.read_text(), 300, "the demo to print its URL")
-        assert f"http://127.0.0.1:{port}/metrics" in log_path.read_text()
-        bulk = labels(
-            target="demo", backend_type="client backend", object="relation", context="bulkread"
-        )
-
-        def reads() -> float:
-            url = f"http://127.0.0.1:{port}/metrics"
-            with urllib.request.urlopen(url, timeout=5) as resp:
-                return parse(resp.read().decode()).get("pg_stat_io_reads_total", {}).get(bulk, 0)
-
-        first = wait_for(reads, 30, "bulkread reads")
-        time.sleep(3)
-        assert reads() > first
-        # The report command it prints works as printed, from the README's directory.
-        command = re.search(r"report on it, in another terminal: (.+)", log_path.read_text())
-        assert command, log_path.read_text()
-        report = run(*shlex.split(command.group(1)), "--duration", "10s")
-        assert report.returncode == 0, report.stderr
-        assert "Reads are not storage-bound" in " ".join(report.stdout.split())
+        url = f"http://127.0.0.1:{port}/metrics"
+        assert url in log_path.read_text()
+        yield url
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(60)
@@ -97,6 +100,44 @@ def run_demo(tmp_path: Path) -> None:
     data_dir = re.search(r"data=(\S+)", text)
     assert data_dir, text
     assert not Path(data_dir.group(1)).exists(), "the demo must remove its temp dir"
+
+
+def scrape(url: str) -> Samples:
+    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310
+        return parse(resp.read().decode())
+
+
+def growing_bulkread_reads(url: str) -> Samples:
+    first = wait_for(lambda: scrape(url).get("pg_stat_io_reads_total", {}).get(BULK), 30, "reads")
+    time.sleep(3)
+    later = scrape(url)
+    assert later["pg_stat_io_reads_total"][BULK] > first
+    return later
+
+
+def test_demo_with_io_uring(tmp_path: Path):
+    with make_demo(tmp_path, "--io-method io_uring") as url:
+        scraped = growing_bulkread_reads(url)
+    assert scraped["pg_aio_io_method"][labels(target="demo", io_method="io_uring")] == 1
+    assert scraped["pg_aio_io_method"][labels(target="demo", io_method="worker")] == 0
+    assert not [name for name in scraped if name.startswith("pg_aio_io_worker")]
+
+
+def test_demo_io_uring_without_the_build_says_what_to_do(tmp_path: Path):
+    result = subprocess.run(
+        [sys.executable, "-m", "pg_aio_exporter", "demo", "--io-method", "io_uring"],
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)},  # an empty cache: no build
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert "needs PostgreSQL 18 built with liburing" in lines[0]
+    assert "scripts/build-postgres-io-uring.py" in lines[0]
 
 
 def test_an_os_user_created_for_the_demo_is_removed(monkeypatch: pytest.MonkeyPatch):

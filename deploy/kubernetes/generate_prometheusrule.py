@@ -4,7 +4,7 @@
     python deploy/kubernetes/generate_prometheusrule.py           # rewrite prometheusrule.yaml
     python deploy/kubernetes/generate_prometheusrule.py --check   # exit 1 if it is stale
 
-alerts/*.yml stay the single source: run this after regenerating them, and commit both
+alerts/*.yml stay the single source: `make rules` regenerates them and runs this; commit both
 (tests/test_deploy_kubernetes.py fails when they drift apart). Files in alerts/ without a
 top-level `groups` list (parameter files, notes) are not rule files and are skipped.
 """

@@ -200,7 +200,13 @@ def build_demo_parser() -> argparse.ArgumentParser:
         default=128,
         help="size of the scanned table (default 128, 8x shared_buffers)",
     )
-    parser.add_argument("--io-method", choices=("worker", "sync"), default="worker")
+    parser.add_argument(
+        "--io-method",
+        choices=("worker", "sync", "io_uring"),
+        default="worker",
+        help="default worker; io_uring needs PostgreSQL 18 built with liburing, see"
+        " scripts/build-postgres-io-uring.py",
+    )
     parser.add_argument("--clients", type=int, default=2, help="workload connections")
     return parser
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
-from pg_aio_exporter.versions import PG10, PG18
+from pg_aio_exporter.versions import PG10
 
 # Grouping on the server keeps the reply small and constant: its size depends on the variety
 # of states, not on the number of sessions. A process this role may not see (no pg_monitor) is
@@ -41,7 +41,6 @@ class ActivitySample:
     io_workers: int = 0
     io_workers_busy: int = 0
     hidden: int = 0  # processes whose details this role may not see (no pg_monitor)
-    background_seen: bool = False  # any background process visible: io workers would be too
 
 
 def is_working(backend_type: str, state: str | None, wait_event_type: str | None) -> bool:
@@ -66,8 +65,6 @@ def classify(rows: list[Row]) -> ActivitySample:
             continue
         if backend_type is None:
             continue  # a background worker that exited as it was read: nothing to classify
-        if backend_type != CLIENT:
-            sample.background_seen = True
         if backend_type == IO_WORKER:
             sample.io_workers += count
             if is_io_worker_busy(wait_type, wait):
@@ -90,9 +87,9 @@ class ActivityCollector:
 
     def __init__(self) -> None:
         self.wait_events: Counter[WaitKey] = Counter()
-        self.io_workers: int | None = None  # None until io workers could be seen (PG 18+)
+        self.io_workers: int | None = None  # in the last sample; None: no io worker seen
         self.busy = 0
-        self.slots = 0  # io workers seen, summed over samples: busy / slots = utilisation
+        self.slots = 0  # io workers seen, summed over samples: the utilisation denominator
         self.utilization: float | None = None
         self._window = _Window()
 
@@ -102,22 +99,21 @@ class ActivityCollector:
     def observe(self, rows: list[Row], version_num: int) -> str | None:
         seen = classify(rows)
         self.wait_events.update(seen.working)
-        # io workers exist from 18 on, and are counted only when this role sees background
-        # processes: without pg_monitor they are hidden, and 0 would be a lie.
-        if version_num >= PG18 and seen.background_seen:
-            self.io_workers = seen.io_workers
-            self.busy += seen.io_workers_busy
-            self.slots += seen.io_workers
-            self._window.busy += seen.io_workers_busy
-            self._window.slots += seen.io_workers
+        # One rule for every case without io workers: before 18, with io_method sync or
+        # io_uring, and for a role that cannot see background processes (no pg_monitor), the
+        # io worker metrics are absent, never 0.
+        self.io_workers = seen.io_workers or None
+        self.busy += seen.io_workers_busy
+        self.slots += seen.io_workers
+        self._window.busy += seen.io_workers_busy
+        self._window.slots += seen.io_workers
         if seen.hidden:
             return f"{seen.hidden} processes hidden from this role: grant it pg_monitor"
         return None
 
     def roll_window(self) -> None:
         window, self._window = self._window, _Window()
-        if self.io_workers is not None:
-            self.utilization = window.busy / window.slots if window.slots else None
+        self.utilization = window.busy / window.slots if window.slots else None
 
     def collect_counters(self, out: MetricSet) -> None:
         for (backend_type, wait_type, wait), count in sorted(self.wait_events.items()):
@@ -135,6 +131,13 @@ class ActivityCollector:
                 "pg_aio_io_worker_busy_samples",
                 "Sum over io workers of samples where the worker was not idle.",
                 self.busy,
+            )
+            # Utilisation over any window is rate(busy) / rate(this), exact while the pool
+            # is resized (io_workers is reloadable; PostgreSQL 19 sizes it by itself).
+            out.counter(
+                "pg_aio_io_worker_samples",
+                "io workers seen, summed over samples: the denominator of utilisation.",
+                self.slots,
             )
 
     def collect_gauges(self, out: MetricSet) -> None:

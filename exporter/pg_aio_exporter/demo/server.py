@@ -137,6 +137,11 @@ class LocalServer:
     def log_file(self) -> Path:
         return self.root / "server.log"
 
+    @property
+    def os_user(self) -> pwd.struct_passwd | None:
+        """Who the server runs as when we are root (files it must own are chowned to it)."""
+        return self._user
+
     @classmethod
     def create(
         cls,

@@ -64,7 +64,6 @@ def error_kind(exc: BaseException) -> str:
 # bug ends a round (the worker's "poll" or "sample" step).
 CONNECTION_KINDS = ("connection", "auth", "timeout", "unsupported")
 STATEMENT_KINDS = ("timeout", "privilege", "query")
-INTERNAL = "internal"
 
 
 def known_failures(collectors: Iterable[str], rounds: Iterable[str]) -> list[tuple[str, str]]:

@@ -1,0 +1,179 @@
+"""End-to-end alert stacks: the exporter on a real server and a real Prometheus running the
+shipped rules, generated with short windows from a params override (never edited by hand), and
+the storage scenario every io_method goes through: fast, slow, fast again."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness import Exporter, wait_for
+from pg_aio_exporter.demo.server import LocalServer
+from pg_aio_exporter.demo.workload import Workload
+from prometheus import Prometheus
+
+GENERATOR = Path(__file__).resolve().parent.parent / "alerts" / "generate.py"
+WINDOW = "15s"
+# Windows and `for` shrunk to fit a test; every threshold keeps its shipped default except the
+# absolute latency one: the slowed reads (a few ms) are slow but not 20 ms slow.
+SHORT: dict[str, Any] = {
+    "scrape_interval": "1s",
+    "rate_windows": ["5s", WINDOW],
+    "alert_window": WINDOW,
+    "alerts": {
+        # Longer than the whole test: the baseline is the median of everything seen.
+        "PgAioReadLatencyRegression": {"for": "5s", "baseline_window": "10m"},
+        "PgAioReadLatencyHigh": {"for": "5s", "max_seconds_per_read": 0.002},
+        "PgAioStorageSaturated": {"for": "5s"},
+        "PgAioWorkerPoolSaturated": {"for": "5s"},
+    },
+}
+STORAGE_ALERTS = {"PgAioReadLatencyRegression", "PgAioReadLatencyHigh", "PgAioStorageSaturated"}
+QUIET_SECONDS = 40
+
+
+@dataclass
+class Stack:
+    server: LocalServer
+    exporter: Exporter
+    prometheus: Prometheus
+
+    def firing(self) -> dict[str, dict[str, Any]]:
+        return {
+            a["labels"]["alertname"]: a for a in self.prometheus.alerts() if a["state"] == "firing"
+        }
+
+    def value(self, expr: str) -> float | None:
+        result = self.prometheus.query(expr)
+        return float(result[0]["value"][1]) if result else None
+
+    def measure(self) -> dict[str, float | None]:
+        return {
+            name: self.value(expr)
+            for name, expr in (
+                ("ms_per_read", f"pg_aio_target:read_latency_seconds:rate{WINDOW} * 1e3"),
+                ("ms_per_MiB", f"pg_aio_target:read_seconds_per_byte:rate{WINDOW} * 2^20 * 1e3"),
+                ("reads_per_s", f"pg_aio_target:read_ops_per_second:rate{WINDOW}"),
+                ("read_size_bytes", f"pg_aio_target:read_size_bytes:rate{WINDOW}"),
+                ("io_worker_utilization", f"pg_aio:io_worker_utilization:rate{WINDOW}"),
+                (
+                    "sessions_waiting_on_io",
+                    f'sum(pg_aio:active_sessions:rate{WINDOW}{{wait_event_type="IO",'
+                    'backend_type!="io worker"})',
+                ),
+            )
+        }
+
+
+def short_rules(directory: Path, override: Mapping[str, Any] = SHORT) -> list[Path]:
+    """The shipped rules, regenerated into `directory` with `override` merged over params."""
+    params = directory / "short.yaml"
+    params.write_text(yaml.safe_dump(dict(override)))
+    subprocess.run([sys.executable, GENERATOR, "--params", params, "--out", directory], check=True)
+    return sorted(directory.glob("*.yml"))
+
+
+@contextlib.contextmanager
+def alert_stack(server: LocalServer, rules: list[Path]) -> Iterator[Stack]:
+    """The exporter (poll 1 s, sample 500 ms) and Prometheus (scrape and evaluate every 1 s).
+    Samples 500 ms apart still fill a 15 s window, and on a busy machine (other jobs, four
+    clients on two cores) a sample rarely takes so long that the next is skipped."""
+    exporter = prometheus = None
+    try:
+        exporter = Exporter(
+            "--dsn", server.dsn(), "--poll-interval", "1s", "--sample-interval", "500ms"
+        )
+        prometheus = Prometheus(
+            targets=[f"127.0.0.1:{exporter.port}"], rule_files=rules, interval="1s"
+        )
+        yield Stack(server, exporter, prometheus)
+    finally:
+        if prometheus:
+            prometheus.stop()
+        if exporter:
+            exporter.stop()
+
+
+@dataclass
+class Run:
+    measured: dict[str, dict[str, float | None]]  # Stack.measure() on "fast" and "slow" storage
+    firing: dict[str, dict[str, Any]]  # once every expected alert fired
+
+
+def follow_storage(
+    stack: Stack,
+    slow: Callable[[], None],
+    fast: Callable[[], None],
+    expected: set[str],
+    inputs: tuple[str, ...] = (),
+) -> Run:
+    """Four clients scan and look up rows. With fast storage no alert may even be pending for
+    QUIET_SECONDS; after slow() exactly the `expected` alerts must fire (any other fails);
+    after fast() they must resolve. `inputs` are further PromQL expressions that must have a
+    value before the quiet phase counts (besides read traffic and latency)."""
+    started = time.monotonic()
+    workload = Workload(stack.server.dsn(), clients=4, pause=0.1).start()
+    try:
+        # The quiet phase only proves something if the alerts' inputs exist and the traffic
+        # guard is passed: otherwise "no alert" would be trivially true.
+        wait_for(
+            lambda: (
+                stack.value(f"pg_aio_target:read_ops_per_second:rate{WINDOW} >= 10")
+                and stack.value(f"pg_aio_target:read_seconds_per_byte:rate{WINDOW}")
+                and all(stack.value(expr) is not None for expr in inputs)
+            ),
+            60,
+            "recording rules with traffic",
+            every=0.5,
+        )
+        deadline = time.monotonic() + QUIET_SECONDS
+        while time.monotonic() < deadline:
+            alerts = stack.prometheus.alerts()
+            assert alerts == [], f"alert under a normal load: {alerts}"
+            time.sleep(1)
+        measured = {"fast": stack.measure()}
+
+        slow()
+        slow_since = time.monotonic()
+        fired_after: dict[str, float] = {}
+
+        def all_fired() -> bool:
+            firing = stack.firing()
+            for name in firing.keys() & expected:
+                fired_after.setdefault(name, round(time.monotonic() - slow_since, 1))
+            unexpected = firing.keys() - expected
+            assert not unexpected, f"unexpected alerts: {[firing[n] for n in unexpected]}"
+            return fired_after.keys() >= expected
+
+        try:
+            wait_for(all_fired, 120, f"alerts {sorted(expected)}", every=1)
+        finally:
+            measured["slow"] = stack.measure()
+            print(f"\n{measured}\nfired after {fired_after}")
+        firing = stack.firing()
+        for alert in firing.values():
+            assert alert["annotations"]["runbook_url"].endswith(
+                alert["labels"]["alertname"].lower()
+            )
+
+        fast()
+        fast_since = time.monotonic()
+        wait_for(
+            lambda: not stack.firing().keys() & expected,
+            90,
+            "the alerts to resolve on fast storage",
+            every=1,
+        )
+        print(f"resolved after {time.monotonic() - fast_since:.1f}s")
+    finally:
+        workload.stop()
+        print(f"e2e phases took {time.monotonic() - started:.1f}s")
+    return Run(measured, firing)

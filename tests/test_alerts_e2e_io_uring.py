@@ -1,0 +1,66 @@
+"""End to end with io_method=io_uring: the session's io_uring server (conftest.uring), whose
+tables sit on a disk throttled below the system call (slowdisk.py: io_uring never calls the
+libc read that the shim slows), the exporter, and a real Prometheus with the shipped rules in
+short windows (alertstack.py).
+
+With fast storage no alert may even be pending; once the disk is throttled the latency and
+storage alerts must fire and the io worker pool alert must not (io_uring runs no io workers:
+no utilisation exists to alert on); once it is fast again they must resolve. The dashboards'
+io worker panels then find nothing to draw and say why."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from alertstack import STORAGE_ALERTS, WINDOW, Stack, alert_stack, follow_storage, short_rules
+from conftest import Uring
+from dashboard_stack import ROOT, dq, resolve
+
+pytestmark = pytest.mark.integration
+
+SLOW_BPS = 8 << 20
+
+
+@pytest.fixture(scope="module")
+def stack(uring: Uring, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    with alert_stack(uring.server, short_rules(tmp_path_factory.mktemp("rules"))) as stack:
+        yield stack
+
+
+def test_alerts_follow_throttled_storage_under_io_uring(uring: Uring, stack: Stack) -> None:
+    assert uring.io_method() == "io_uring"
+    run = follow_storage(
+        stack,
+        slow=lambda: uring.disk.set_limit(read_bps=SLOW_BPS),
+        fast=uring.disk.set_limit,
+        expected=STORAGE_ALERTS,
+    )
+    assert uring.io_method() == "io_uring"
+    fast, slow = run.measured["fast"], run.measured["slow"]
+    assert fast["ms_per_read"] is not None and slow["ms_per_read"] is not None
+    assert slow["ms_per_read"] > 10 * fast["ms_per_read"]
+    assert slow["io_worker_utilization"] is None, "no io workers under io_uring"
+    assert slow["sessions_waiting_on_io"] is not None and slow["sessions_waiting_on_io"] > 2
+
+
+def test_io_worker_panels_say_there_are_none(uring: Uring, stack: Stack) -> None:
+    """Every panel that reads io worker metrics returns nothing under io_uring, so Grafana
+    shows its "no io workers" text, not 0 and not a blank panel."""
+    assert uring.io_method() == "io_uring"
+    checked = 0
+    for path in sorted((ROOT / "dashboards").glob("*.json")):
+        board = json.loads(path.read_text())
+        values = {**resolve(board, stack.prometheus), "window": WINDOW}
+        for panel in dq.panels(board):
+            exprs = [target["expr"] for target in panel.get("targets", [])]
+            if not any("pg_aio_io_worker" in e or "io_worker_utilization" in e for e in exprs):
+                continue
+            no_value = panel["fieldConfig"]["defaults"].get("noValue", "")
+            assert no_value.startswith("no io workers"), (path.name, panel["title"])
+            for expr in exprs:
+                assert stack.prometheus.query(dq.substitute(expr, values)) == [], expr
+            checked += 1
+    assert checked >= 3
