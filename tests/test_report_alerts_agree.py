@@ -101,6 +101,7 @@ def per_minute(phases: tuple[Rates, Rates], value: str) -> list[float]:
             "waiting": r.waiting,
             "queue": r.queue,
             "busy": r.busy,
+            "slots": float(r.workers),
         }.get(value)
         if per_second is not None:
             total += per_second * 60
@@ -134,6 +135,7 @@ def input_series(target: str, phases: tuple[Rates, Rates]) -> list[dict[str, str
         ' wait_event_type="LWLock", wait_event="AioWorkerSubmissionQueue"}': "queue",
         f"pg_aio_io_workers{{{t}}}": "workers",
         f"pg_aio_io_worker_busy_samples_total{{{t}}}": "busy",
+        f"pg_aio_io_worker_samples_total{{{t}}}": "slots",
         f'pg_settings_pending_restart{{{t}, name="io_method"}}': "pending",
     }
     return [
