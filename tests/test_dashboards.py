@@ -96,6 +96,7 @@ CONTRACT: dict[str, frozenset[str]] = {
     "pg_aio_wait_event_samples_total": TARGET | {"backend_type", "wait_event_type", "wait_event"},
     "pg_aio_io_workers": TARGET,
     "pg_aio_io_worker_busy_samples_total": TARGET,
+    "pg_aio_io_worker_samples_total": TARGET,
     "pg_aio_io_worker_utilization_ratio": TARGET,
     "pg_aio_in_flight_samples_total": TARGET | {"state", "operation"},
     "pg_aio_in_flight_bytes_samples_total": TARGET | {"operation"},

@@ -101,7 +101,7 @@ def per_minute(phases: tuple[Rates, Rates], value: str) -> list[float]:
             "waiting": r.waiting,
             "queue": r.queue,
             "busy": r.busy,
-            "slots": float(r.workers),
+            "slots": float(r.workers),  # io workers seen, once a second
         }.get(value)
         if per_second is not None:
             total += per_second * 60
