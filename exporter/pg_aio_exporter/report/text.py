@@ -170,9 +170,7 @@ def _activity(activity: Activity, thresholds: Thresholds) -> list[str]:
         f" {units.sessions(activity.active_sessions())} active sessions"
         f" ({units.percent(share) if share is not None else 'no active time'})"
     )
-    if activity.io_workers == 0:
-        out.append(f"{INDENT}io workers: none running")
-    elif activity.io_workers is not None:
+    if activity.io_workers is not None:
         out += _pack(
             [
                 f"io workers: {activity.io_workers}, busy"
