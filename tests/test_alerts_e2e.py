@@ -14,8 +14,6 @@ go pending for it, and nothing for the normal one."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
+from alertstack import MEASURES, QUIET_SECONDS, WINDOW, short_rules
 from dashboard_stack import RULE_FILES
 from harness import Exporter, wait_for
 from pg_aio_exporter.demo.server import LocalServer
@@ -34,23 +33,6 @@ from slowread import ONE_IO_WORKER, SlowReads
 
 pytestmark = pytest.mark.integration
 
-GENERATOR = Path(__file__).resolve().parent.parent / "alerts" / "generate.py"
-WINDOW = "15s"
-# Windows and `for` shrunk to fit a test; every threshold keeps its shipped default except the
-# absolute latency one: reads delayed 5 ms wait about the shipped 5 ms allowance (the test of a
-# server slow from its start holds the shipped one against 8 ms reads).
-SHORT: dict[str, Any] = {
-    "scrape_interval": "1s",
-    "rate_windows": ["5s", WINDOW],
-    "alert_window": WINDOW,
-    "alerts": {
-        # Longer than the whole test: the baseline is the median of everything seen.
-        "PgAioReadLatencyRegression": {"for": "5s", "baseline_window": "10m"},
-        "PgAioReadLatencyHigh": {"for": "5s", "max_seconds_per_read": 0.002},
-        "PgAioStorageSaturated": {"for": "5s"},
-        "PgAioWorkerPoolSaturated": {"for": "5s"},
-    },
-}
 SLOW_ALERTS = {
     "PgAioReadLatencyRegression",
     "PgAioReadLatencyHigh",
@@ -58,7 +40,6 @@ SLOW_ALERTS = {
     "PgAioWorkerPoolSaturated",
 }
 DELAY_US = 5000
-QUIET_SECONDS = 40
 
 
 def value(prom: Prometheus, expr: str) -> float | None:
@@ -105,31 +86,13 @@ class Stack:
         return None if None in values else values[0]
 
     def measure(self, prom: Prometheus) -> dict[str, float | None]:
-        return {
-            name: value(prom, expr)
-            for name, expr in (
-                ("ms_per_read", f"pg_aio_target:read_latency_seconds:rate{WINDOW} * 1e3"),
-                ("ms_per_MiB", f"pg_aio_target:read_seconds_per_byte:rate{WINDOW} * 2^20 * 1e3"),
-                ("reads_per_s", f"pg_aio_target:read_ops_per_second:rate{WINDOW}"),
-                ("read_size_bytes", f"pg_aio_target:read_size_bytes:rate{WINDOW}"),
-                ("io_worker_utilization", f"pg_aio:io_worker_utilization:rate{WINDOW}"),
-                (
-                    "sessions_waiting_on_io",
-                    f'sum(pg_aio:active_sessions:rate{WINDOW}{{wait_event_type="IO",'
-                    'backend_type!="io worker"})',
-                ),
-            )
-        }
+        return {name: value(prom, expr) for name, expr in MEASURES}
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     rules_dir = tmp_path_factory.mktemp("rules")
-    override = rules_dir / "short.yaml"
-    override.write_text(yaml.safe_dump(SHORT))
-    subprocess.run(
-        [sys.executable, GENERATOR, "--params", override, "--out", rules_dir], check=True
-    )
+    short_rules(rules_dir)
     server = LocalServer.create(settings=ONE_IO_WORKER)
     exporter = None
     proms: dict[str, Prometheus] = {}

@@ -56,7 +56,9 @@ def test_demo_serves_growing_bulkread_reads_and_cleans_up(tmp_path: Path):
             assert command, printed
             report = run(*shlex.split(command.group(1)), "--duration", "10s")
             assert report.returncode == 0, report.stderr
-            assert "Reads are not storage-bound" in " ".join(report.stdout.split())
+            # What it finds depends on whether the demo's scans ended inside the 10 s window
+            # (PostgreSQL counts a scan's reads when it ends): tests/test_report.py judges that.
+            assert "Verdict" in report.stdout and "io_method worker" in report.stdout
         assert modes(ancestors) == before, "the demo changed directory modes"
         assert user_exists(demo_server.OS_USER) == user_before
     finally:
