@@ -313,6 +313,20 @@ def test_unknown_keys_of_mixed_types_are_reported():
     assert exc is not None and "unknown key(s) 1, zz" in str(exc)
 
 
+def assert_exits_2_with(exc: ConfigError, *args: str) -> None:
+    """The real command line with `args` prints exactly the parser's error line and exits 2."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pg_aio_exporter", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    assert result.stderr == f"pg-aio-exporter: error: {exc}\n"
+
+
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(st.data())
 def test_cli_exits_2_with_one_line(data: st.DataObject):
@@ -322,16 +336,7 @@ def test_cli_exits_2_with_one_line(data: st.DataObject):
         text, secrets = data.draw(configs(directory))
         exc = check_config(text, secrets, directory)
         assume(exc is not None)  # a good file would start the exporter
-        result = subprocess.run(
-            [sys.executable, "-m", "pg_aio_exporter", "--config", str(directory / "config.yaml")],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    assert result.returncode == 2, result.stderr
-    assert result.stdout == ""
-    assert result.stderr == f"pg-aio-exporter: error: {exc}\n"
+        assert_exits_2_with(exc, "--config", str(directory / "config.yaml"))
 
 
 # -- --web.config.file ---------------------------------------------------------------------
@@ -431,21 +436,4 @@ def test_cli_web_config_exits_2_with_one_line(certs: Certs, data: st.DataObject)
         directory = Path(tmp)
         exc = check_web_config(data.draw(web_configs(certs)), directory)
         assume(exc is not None)  # a good file would start the exporter
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pg_aio_exporter",
-                "--dsn",
-                "host=x",
-                "--web.config.file",
-                str(directory / "web.yml"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    assert result.returncode == 2, result.stderr
-    assert result.stdout == ""
-    assert result.stderr == f"pg-aio-exporter: error: {exc}\n"
+        assert_exits_2_with(exc, "--dsn", "host=x", "--web.config.file", str(directory / "web.yml"))
