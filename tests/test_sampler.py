@@ -142,10 +142,42 @@ def test_idle_server():
         assert last["pg_aio_io_worker_utilization_ratio"][T] == 0
         assert last["pg_aio_io_workers"][T] == 3
         assert last.get("pg_aio_wait_event_samples_total", {}) == {}, "an idle server is idle"
-        assert last.get("pg_aio_exporter_sample_overruns_total", {}).get(T, 0) == 0
+        overruns = [
+            s.get("pg_aio_exporter_sample_overruns_total", {}).get(T, 0) for s in (first, last)
+        ]
+        assert overruns[1] == overruns[0], "samples of an idle server keep up"
         assert_consistent(last, processes=count_processes(server))
     finally:
         exp.stop()
+        server.destroy()
+
+
+def test_connecting_is_no_overrun():
+    """Samples start once connected: a connection slower than the sample interval misses none."""
+    server = LocalServer.create()
+    server.start()
+    proxy = Proxy(server.port)
+    proxy.delay = 0.25  # each of the connection's round trips (startup, SET, prepare) waits
+    started = time.time()
+    exp = Exporter(
+        "--dsn",
+        server.dsn().replace(f"port={server.port}", f"port={proxy.port}"),
+        "--poll-interval",
+        "30s",
+        "--sample-interval",
+        "1s",
+    )
+    try:
+        first = exp.wait_poll(after=started)
+        polled = first["pg_aio_exporter_last_poll_success_timestamp_seconds"][T]
+        assert polled - started > 1.5, "the connection took longer than a sample interval"
+        time.sleep(2.5)
+        later = exp.scrape()
+        assert later["pg_aio_sampler_samples_total"][T] >= 2
+        assert later.get("pg_aio_exporter_sample_overruns_total", {}).get(T, 0) == 0
+    finally:
+        exp.stop()
+        proxy.stop()
         server.destroy()
 
 

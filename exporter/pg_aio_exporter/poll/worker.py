@@ -139,7 +139,12 @@ class TargetWorker:
                     await self._guarded(self.poll)
                     return
                 if loop.time() >= next_poll:
+                    connected = self._conn is not None
                     reached = await self._guarded(self.poll)
+                    if not connected and self._conn is not None:
+                        # Samples start once connected: the time a (re)connect took is no
+                        # sample missed.
+                        next_sample = max(next_sample, loop.time())
                     if self._sampler is not None:
                         self._sampler.roll_window()
                     self._publish_samples(current=reached)
