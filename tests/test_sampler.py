@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from harness import Exporter, Samples, client_wait, in_flight, labels
+from harness import Exporter, Samples, client_wait, in_flight, labels, wait_for
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import create_table, seq_scan
 from proxy import Proxy
@@ -194,8 +194,15 @@ def test_slow_samples_overrun_without_overlapping():
         "100ms",
     )
     try:
-        fast = exp.wait_poll()
+        exp.wait_poll()
         proxy.delay = 0.35  # every reply from the server now takes 350 ms: samples overrun
+
+        def overran() -> Samples | None:
+            now = exp.scrape()
+            return now if now.get("pg_aio_exporter_sample_overruns_total") else None
+
+        # From the first overrun on, every sample runs whole under the delay.
+        slowed = wait_for(overran, 10, "a first overrun")
         exporter_backends = []
         scrape_times = []
         with psycopg.connect(server.dsn(), autocommit=True) as conn:
@@ -218,7 +225,7 @@ def test_slow_samples_overrun_without_overlapping():
         assert sorted(scrape_times)[len(scrape_times) // 2] < 0.05, scrape_times
         seconds, count = (
             samples[f"pg_aio_exporter_sample_duration_seconds_{part}"][T]
-            - fast[f"pg_aio_exporter_sample_duration_seconds_{part}"][T]
+            - slowed[f"pg_aio_exporter_sample_duration_seconds_{part}"][T]
             for part in ("sum", "count")
         )
         assert seconds / count > 0.3, "slow samples are visible in the duration histogram"
