@@ -65,12 +65,10 @@ def _install(version: str, home: Path) -> None:
             capture_output=True,
             timeout=600,
         )
-        if not (home / BIN / "postgres").exists():  # else another run finished first
-            shutil.rmtree(home, ignore_errors=True)  # half made, by no run of this code
-            try:
-                staging.rename(home)
-            except OSError:
-                if not (home / BIN / "postgres").exists():
-                    raise
+        try:
+            staging.rename(home)
+        except OSError:  # another run renamed its installation into place first
+            if not (home / BIN / "postgres").exists():
+                raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
