@@ -28,6 +28,7 @@ import pgbins
 from harness import MONITOR_PASSWORD, wait_for
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import ROWS_PER_MB, Workload, create_table
+from pg_aio_exporter.report import thresholds
 from pg_aio_exporter.report.document import SCHEMA_FILE
 from slowread import SlowReads
 
@@ -335,7 +336,7 @@ UPGRADE_STORAGE_US = 500  # an SSD-like wait per read, on both servers
 def test_upgrade_comparison(
     slow17: tuple[LocalServer, SlowReads], slow18: tuple[LocalServer, SlowReads], tmp_path: Path
 ):
-    before = tmp_path / "pg17.json"
+    before, after = tmp_path / "pg17.json", tmp_path / "pg18.json"
     both = {"tables": TABLES[:2], "rows": None}  # whole scans, the same data on both
     doc17, result = report_while_scanning(
         slow17, UPGRADE_STORAGE_US, "--duration", "12s", "--save", str(before), **both
@@ -345,30 +346,42 @@ def test_upgrade_comparison(
     assert doc17["reads"]["total"]["read_size_bytes"] == 8192
 
     set_io_workers(slow18[0], 3)  # the default
-    compare = ("--duration", "12s", "--baseline", str(before))
-    same, result = report_while_scanning(slow18, UPGRADE_STORAGE_US, *compare, **both)
-    # The same comparison once PostgreSQL 18's storage is several times slower.
-    slower, _ = report_while_scanning(slow18, UPGRADE_STORAGE_US * 8, *compare, **both)
-    whole = same["comparison"]["rows"][0]
+    against17 = ("--duration", "12s", "--baseline", str(before))
+    upgraded, result = report_while_scanning(
+        slow18, UPGRADE_STORAGE_US, *against17, "--save", str(after), **both
+    )
+    assert upgraded["comparison"]["baseline"]["version"].startswith("17.")
+    whole = upgraded["comparison"]["rows"][0]
     assert whole["backend_type"] is None
     size = whole["figures"]["read_size_bytes"]
     assert size["before"] == 8192 and size["after"] > 8192, size
-    assert "read_latency_regression" not in findings(same), same["findings"]
+    # Whether 18's io workers cost more than 3x per byte here is this machine's answer (the
+    # hand-off on two loaded cores), not the test's: the finding must agree with the figure.
     per_byte = whole["figures"]["seconds_per_byte"]
-    assert per_byte["ratio"] <= 3, per_byte
-    assert same["comparison"]["baseline"]["version"].startswith("17.")
+    flagged = "read_latency_regression" in findings(upgraded)
+    assert flagged == (per_byte["ratio"] > thresholds.load().regression_factor), upgraded
 
+    # The same storage and version again: no regression.
+    again, _ = report_while_scanning(
+        slow18, UPGRADE_STORAGE_US, "--duration", "12s", "--baseline", str(after), **both
+    )
+    steady = again["comparison"]["rows"][0]["figures"]["seconds_per_byte"]
+    assert "read_latency_regression" not in findings(again), again["findings"]
+    assert 1 / 3 < steady["ratio"] < 3, steady
+    # PostgreSQL 18's storage several times slower than 17's.
+    slower, _ = report_while_scanning(slow18, UPGRADE_STORAGE_US * 8, *against17, **both)
     print(
         "[report] upgrade: per MiB 17 -> 18 {:.2f}x, read size {:.0f} -> {:.0f} bytes;"
-        " 18 slowed 8x: {:.2f}x".format(
+        " 18 again {:.2f}x; 18 slowed 8x: {:.2f}x".format(
             per_byte["ratio"],
             size["before"],
             size["after"],
+            steady["ratio"],
             slower["comparison"]["rows"][0]["figures"]["seconds_per_byte"]["ratio"],
         )
     )
     regression = findings(slower)["read_latency_regression"]
-    assert regression["evidence"]["ratio"] > 3, regression
+    assert regression["evidence"]["ratio"] > regression["evidence"]["factor"], regression
     assert "regression" in slower["verdict"]["reads"]
 
 
