@@ -86,9 +86,8 @@ def test_unreachable(host: str):
             started = time.perf_counter()
             exp.get("/metrics")
             durations.append(time.perf_counter() - started)
-        assert sorted(durations)[2] < 0.05, (
-            durations
-        )  # the median: one scrape may be scheduled late
+        # The median: one scrape may be scheduled late.
+        assert sorted(durations)[2] < 0.05, durations
         assert_failing(exp, "connection")
         assert WRONG not in everything_shown(exp)
     finally:
