@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -128,6 +129,16 @@ def assert_consistent(samples: Samples, processes: int) -> None:
     assert 0.0 <= utilization <= 1.0
 
 
+SAMPLES = "pg_aio_sampler_samples_total"
+OVERRUNS = "pg_aio_exporter_sample_overruns_total"
+STALLS = "pg_aio_exporter_sample_stalls_total"
+
+
+def counted(samples: Samples, counter: str) -> float:
+    """The target's counter, 0 before its first increment (when it has no series yet)."""
+    return samples.get(counter, {}).get(T, 0.0)
+
+
 def test_idle_server():
     server = LocalServer.create()
     server.start()
@@ -138,16 +149,38 @@ def test_idle_server():
         time.sleep(4)
         last = exp.wait_poll()
         elapsed = time.monotonic() - started
-        taken = last["pg_aio_sampler_samples_total"][T] - first["pg_aio_sampler_samples_total"][T]
-        assert taken == pytest.approx(elapsed / 0.1, rel=0.10), (taken, elapsed)
+        taken, overran, stalled = (
+            counted(last, name) - counted(first, name) for name in (SAMPLES, OVERRUNS, STALLS)
+        )
+        # Every tick is a sample or a skip. Skips while the host gives the exporter no CPU
+        # (measured here: a third of both cores stolen for a minute) are stalls, not overruns.
+        assert taken + stalled == pytest.approx(elapsed / 0.1, rel=0.10), (taken, stalled, elapsed)
+        assert overran == 0, "samples of an idle server keep up"
         assert last["pg_aio_io_worker_utilization_ratio"][T] == 0
         assert last["pg_aio_io_workers"][T] == 3
         assert last.get("pg_aio_wait_event_samples_total", {}) == {}, "an idle server is idle"
-        overruns = [
-            s.get("pg_aio_exporter_sample_overruns_total", {}).get(T, 0) for s in (first, last)
-        ]
-        assert overruns[1] == overruns[0], "samples of an idle server keep up"
         assert_consistent(last, processes=count_processes(server))
+    finally:
+        exp.stop()
+        server.destroy()
+
+
+def test_stalled_exporter_is_no_overrun():
+    """Ticks that pass while the exporter gets no CPU are stalls: no query ran long."""
+    server = LocalServer.create()
+    server.start()
+    # 1 s samples of an idle server take milliseconds: the stop almost surely falls between two.
+    exp = Exporter("--dsn", server.dsn(), "--poll-interval", "30s", "--sample-interval", "1s")
+    try:
+        before = exp.wait_poll()
+        exp.proc.send_signal(signal.SIGSTOP)
+        time.sleep(3.5)
+        exp.proc.send_signal(signal.SIGCONT)
+        time.sleep(1.5)
+        after = exp.scrape()
+        assert counted(after, OVERRUNS) == counted(before, OVERRUNS)
+        # Stopped for 3.5 s: the sample due first is taken late, the 2 or 3 after it skipped.
+        assert 2 <= counted(after, STALLS) - counted(before, STALLS) <= 3, after
     finally:
         exp.stop()
         server.destroy()
@@ -182,7 +215,7 @@ def test_connecting_is_no_overrun():
         time.sleep(2.5)
         later = exp.scrape()
         assert later["pg_aio_sampler_samples_total"][T] >= 2
-        assert later.get("pg_aio_exporter_sample_overruns_total", {}).get(T, 0) == 0
+        assert counted(later, OVERRUNS) == 0
 
 
 def test_slow_samples_overrun_without_overlapping():

@@ -14,7 +14,7 @@ from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import parse_duration
 from pg_aio_exporter.logs import JsonFormatter, LogfmtFormatter
 from pg_aio_exporter.poll.errors import UnsupportedServerError, error_kind
-from pg_aio_exporter.poll.worker import next_tick
+from pg_aio_exporter.poll.worker import next_tick, stalled_ticks
 from pg_aio_exporter.redact import scrub
 
 pytestmark = pytest.mark.unit
@@ -72,6 +72,22 @@ def test_latency_needs_timing_on_both_ends():
 )
 def test_next_tick(deadline: float, interval: float, now: float, expected: tuple[float, int]):
     assert next_tick(deadline, interval, now) == expected
+
+
+@pytest.mark.parametrize(
+    ("deadline", "missed", "stall", "expected"),
+    [
+        (0.0, 0, (0.0, 0.0), 0),  # on time
+        (0.0, 3, (0.0, 0.0), 0),  # woke on time, then a query ran 3 ticks long: overruns
+        (0.0, 2, (0.0, 0.5), 2),  # woke 2 ticks late, the sample took no time
+        (0.0, 3, (0.0, 0.3), 1),  # woke 1 tick late, then the sample ran 2 ticks long
+        (1.0, 3, (0.5, 1.6), 2),  # woke late for a poll due before the sample
+        (0.0, 3600 * 4, (0.0, 3600.0), 3600 * 4),  # suspended for an hour
+        (0.0, 2, (9.0, 9.0), 0),  # a zero-length sleep after the steps: nothing overslept
+    ],
+)
+def test_stalled_ticks(deadline: float, missed: int, stall: tuple[float, float], expected: int):
+    assert stalled_ticks(deadline, 0.25, missed, stall) == expected
 
 
 @pytest.mark.parametrize(

@@ -197,6 +197,12 @@ class SelfMetrics:
             "Samples skipped because the previous sample or poll was still running.",
             ("target",),
         )
+        self.sample_stalls = Counter(
+            "pg_aio_exporter_sample_stalls",
+            "Samples skipped because the exporter woke late: it had no CPU in time (a busy host,"
+            " a CPU limit), not a slow query.",
+            ("target",),
+        )
         self._families: list[_Family] = [
             build,
             self.poll_duration,
@@ -204,6 +210,7 @@ class SelfMetrics:
             self.last_poll_success,
             self.sample_duration,
             self.sample_overruns,
+            self.sample_stalls,
         ]
 
     def render(self) -> list[bytes]:

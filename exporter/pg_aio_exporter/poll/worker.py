@@ -2,7 +2,9 @@
 
 Everything for a target runs on one connection, one statement at a time, so the exporter is
 a single backend on the server and its queries can never overlap: a sample that is due while
-the previous sample (or a poll) still runs is skipped and counted as an overrun.
+the previous sample (or a poll) still runs is skipped and counted as an overrun. A sample
+skipped because the exporter itself woke late (no CPU for it) is a stall, not an overrun: the
+remedy differs (CPU for the exporter, not a longer sample interval).
 """
 
 from __future__ import annotations
@@ -58,6 +60,15 @@ def next_tick(deadline: float, interval: float, now: float) -> tuple[float, int]
         missed = int((now - following) // interval) + 1
         following += missed * interval
     return following, missed
+
+
+def stalled_ticks(deadline: float, interval: float, missed: int, stall: tuple[float, float]) -> int:
+    """How many of the `missed` ticks deadline + k*interval (k = 1..missed) fell due inside
+    `stall` = (when the loop meant to wake, when it woke), start excluded."""
+    start, end = stall
+    first = max(1, math.floor((start - deadline) / interval) + 1)
+    last = min(missed, math.floor((end - deadline) / interval))
+    return max(0, last - first + 1)
 
 
 def poll_phase(name: str, interval: float) -> float:
@@ -133,6 +144,7 @@ class TargetWorker:
         grid = next_poll + poll_phase(self.target.name, self._poll_interval) - self._poll_interval
         backoff = 0.0
         end = math.inf if until is None else until
+        stall = (0.0, 0.0)
         try:
             while True:
                 if loop.time() >= end:
@@ -161,12 +173,24 @@ class TargetWorker:
                         await self._guarded(self.sample)
                         if self._conn is None:
                             next_poll = loop.time()  # lost it: let the poll say pg_up 0 now
-                    next_sample, missed = next_tick(next_sample, self._sample_interval, loop.time())
+                    due = next_sample
+                    next_sample, missed = next_tick(due, self._sample_interval, loop.time())
                     if sampled and missed:
-                        self._self.sample_overruns.labels(self.target.name).inc(missed)
-                await asyncio.sleep(max(0.0, min(next_poll, next_sample, end) - loop.time()))
+                        self._count_skipped(due, missed, stall)
+                wake = max(loop.time(), min(next_poll, next_sample, end))
+                await asyncio.sleep(wake - loop.time())
+                stall = (wake, loop.time())
         finally:
             await self._disconnect()
+
+    def _count_skipped(self, due: float, missed: int, stall: tuple[float, float]) -> None:
+        """Ticks skipped after the sample due at `due`: those that fell due while the loop
+        overslept (`stall`) are stalls, the others passed while a query ran: overruns."""
+        stalled = stalled_ticks(due, self._sample_interval, missed, stall)
+        if stalled:
+            self._self.sample_stalls.labels(self.target.name).inc(stalled)
+        if missed > stalled:
+            self._self.sample_overruns.labels(self.target.name).inc(missed - stalled)
 
     async def _guarded(self, step: Callable[[], Awaitable[bool]]) -> bool:
         """Run a poll or sample; a bug in either must cost one round, not the target's loop."""
