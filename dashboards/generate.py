@@ -855,9 +855,11 @@ def overview_panels(g: Grid) -> list[Any]:
         g.place(
             graph(
                 "Poll errors and sample overruns",
-                "Failed polls per second by collector and kind (connection, auth, timeout, "
-                "privilege, query), and samples skipped because the previous one still ran. "
-                "Both are 0 on a healthy target.",
+                "Failed polls per second by collector and kind (the runbook of "
+                "PgAioPollsFailing says what each kind means), samples skipped because the "
+                "previous one still ran (overruns: the server answers slowly) and samples "
+                "skipped because the exporter woke late (stalls: it lacks CPU). All are 0 on a "
+                "healthy target.",
                 [
                     Q(
                         "sum by (target, collector, kind) "
@@ -867,6 +869,10 @@ def overview_panels(g: Grid) -> list[Any]:
                     Q(
                         f"rate(pg_aio_exporter_sample_overruns_total{{{T_SELF}}}[$__rate_interval])",
                         "{{target}} sample overruns",
+                    ),
+                    Q(
+                        f"rate(pg_aio_exporter_sample_stalls_total{{{T_SELF}}}[$__rate_interval])",
+                        "{{target}} sample stalls",
                     ),
                 ],
                 "reqps",

@@ -44,7 +44,8 @@ pytestmark = pytest.mark.unit
 BOARDS = sorted((ROOT / "dashboards").glob("*.json"))
 ROW = frozenset({"target", "backend_type", "object", "context"})
 TARGET = frozenset({"target"})
-# Metric contract v1 (shared design/metrics.md): names are fixed, with the labels each carries.
+# What the dashboards may read, with the labels each carries: metric contract v1 (shared
+# design/metrics.md; names are fixed) and the additions docs/metrics.md documents.
 CONTRACT: dict[str, frozenset[str]] = {
     **{
         f"pg_stat_io_{column}_total": ROW
@@ -105,6 +106,7 @@ CONTRACT: dict[str, frozenset[str]] = {
     "pg_aio_exporter_poll_errors_total": TARGET | {"collector", "kind"},
     "pg_aio_exporter_last_poll_success_timestamp_seconds": TARGET,
     "pg_aio_exporter_sample_overruns_total": TARGET,
+    "pg_aio_exporter_sample_stalls_total": TARGET,
 }
 HISTOGRAMS = {
     "pg_aio_exporter_poll_duration_seconds": TARGET | {"collector"},
