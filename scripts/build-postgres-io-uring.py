@@ -26,6 +26,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
@@ -224,6 +225,20 @@ def sandbox_may_write(path: Path) -> None:
         os.chown(entry, sandbox.pw_uid, -1)
 
 
+# The variables through which a make passes its state to the makes it runs. `make test` runs
+# this script, and PostgreSQL's makefiles generate their headers (utils/errcodes.h, ...) only
+# in a make at MAKELEVEL 0: inherited, they fail the build of a fresh machine.
+OUTER_MAKE = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES")
+
+
+def child_environment(
+    environ: Mapping[str, str], extra: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of a step: this process' own, without an outer make's state."""
+    base = {key: value for key, value in environ.items() if key not in OUTER_MAKE}
+    return {**base, **(extra or {})}
+
+
 def run(
     argv: list[str],
     failure: str,
@@ -234,7 +249,7 @@ def run(
     result = subprocess.run(
         argv,
         cwd=cwd,
-        env={**os.environ, **(env or {})},
+        env=child_environment(os.environ, env),
         stdout=out if out is not None else subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -109,3 +109,11 @@ def test_only_finished_builds_of_this_recipe_count(tmp_path: Path, monkeypatch: 
         iouring.bin_dir()
     (tmp_path / f"18.6-3+{iouring.RECIPE}").mkdir()
     assert iouring.bin_dir() == tmp_path / f"18.6-3+{iouring.RECIPE}" / "bin"
+
+
+def test_the_build_runs_as_a_top_level_make(script: ModuleType):
+    """`make test` runs the script: an inherited MAKELEVEL makes PostgreSQL's makefiles skip
+    their generated headers, and a fresh machine's build failed on utils/errcodes.h."""
+    outer = {"PATH": "/usr/bin", "MAKELEVEL": "1", "MAKEFLAGS": "w -j2", "MFLAGS": "-w"}
+    env = script.child_environment(outer, {"DEBIAN_FRONTEND": "noninteractive"})
+    assert env == {"PATH": "/usr/bin", "DEBIAN_FRONTEND": "noninteractive"}
