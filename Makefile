@@ -62,8 +62,19 @@ prometheus3:
 io-uring-server: $(STAMP)
 	$(BIN)/python scripts/build-postgres-io-uring.py
 
-test: system-deps prometheus3 io-uring-server lint unit-lowest
-	$(BIN)/pytest
+# Each step timed (wall, CPU, the host's steal) by scripts/phases.py, a table at the end.
+PHASE := $(PYTHON) scripts/phases.py
+SUBMAKE := $(MAKE) --no-print-directory
+test:
+	@$(PHASE) start
+	@$(PHASE) run system-deps -- $(SUBMAKE) system-deps
+	@$(PHASE) run prometheus3 -- $(SUBMAKE) prometheus3
+	@$(PHASE) run venv -- $(SUBMAKE) $(STAMP)
+	@$(PHASE) run io-uring-server -- $(SUBMAKE) io-uring-server
+	@$(PHASE) run lint -- $(SUBMAKE) lint
+	@$(PHASE) run unit-lowest -- $(SUBMAKE) unit-lowest
+	@$(PHASE) run pytest -- $(BIN)/pytest
+	@$(PHASE) summary
 
 # Rewrite dashboards/*.json from dashboards/generate.py (the tests fail while they differ).
 dashboards: $(STAMP)

@@ -4,6 +4,7 @@ passwords, one running io_method=io_uring on storage that can be slowed."""
 from __future__ import annotations
 
 import sys
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if not any(item.iter_markers("unit")):
             item.add_marker(pytest.mark.integration)
+
+
+# Seconds of setup, call and teardown per test file: the phase summary of `make test`.
+MODULE_SECONDS: defaultdict[str, float] = defaultdict(float)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    MODULE_SECONDS[report.nodeid.split("::")[0]] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    ranked = sorted(MODULE_SECONDS.items(), key=lambda item: -item[1])
+    terminalreporter.section("seconds per test file (setup + call + teardown)")
+    for path, seconds in ranked[:15]:
+        terminalreporter.write_line(f"{seconds:8.1f}s  {path}")
+    rest = sum(seconds for _, seconds in ranked[15:])
+    terminalreporter.write_line(f"{rest:8.1f}s  {len(ranked[15:])} other files")
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,7 @@ from pathlib import Path
 from pg_aio_exporter.config import ConfigError
 
 OS_USER = "pgaio"
+USERADD_EXISTS = 9  # useradd's exit code for a name already in use
 SUPERUSER = "postgres"
 
 log = logging.getLogger("pg_aio_exporter.demo")
@@ -52,11 +53,16 @@ def _ensure_os_user() -> tuple[pwd.struct_passwd, bool]:
     try:
         return pwd.getpwnam(OS_USER), False
     except KeyError:
-        subprocess.run(
+        result = subprocess.run(
             ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OS_USER],
-            check=True,
+            capture_output=True,
+            text=True,
+            check=False,
         )
-        return pwd.getpwnam(OS_USER), True
+        # 9: another process (a parallel test worker, a second demo) created it meanwhile.
+        if result.returncode not in (0, USERADD_EXISTS):
+            raise subprocess.CalledProcessError(result.returncode, result.args, stderr=result.stderr)
+        return pwd.getpwnam(OS_USER), result.returncode == 0
 
 
 def _remove_os_user() -> None:
