@@ -3,6 +3,7 @@ passwords, one running io_method=io_uring on storage that can be slowed."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import defaultdict
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ import psycopg
 
 from harness import MONITOR_PASSWORD
 from pg_aio_exporter.demo import iouring
+from pg_aio_exporter.demo import server as demo_server
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import create_table
 from slowdisk import ThrottledDisk, server_on_slow_disk
@@ -25,11 +27,34 @@ SMALL_BUFFERS = {"shared_buffers": "16MB", "track_io_timing": "on"}
 TABLE_MB = 64
 
 
+# The files that take longest, measured by the summary below (seconds, 2 cores): run
+# first, so that with the files spread over parallel workers (`make test`: pytest-xdist,
+# one file to one worker) none of them starts last and alone.
+SLOWEST_FIRST = (
+    "test_dashboards_e2e.py",
+    "test_report.py",
+    "test_alerts_e2e.py",
+    "test_alerts_e2e_io_uring.py",
+    "test_alerts_e2e_pool.py",
+    "test_io_uring.py",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Every test is either pure logic or talks to real servers; unmarked means integration.
     for item in items:
         if not any(item.iter_markers("unit")):
             item.add_marker(pytest.mark.integration)
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order kept
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """As root, the servers' OS user exists before any test runs: the demo's test checks that
+    the demo leaves it as it found it, which a server of a parallel worker created meanwhile
+    would otherwise change under it."""
+    if os.geteuid() == 0:
+        demo_server.ensure_os_user()
 
 
 # Seconds of setup, call and teardown per test file: the phase summary of `make test`.

@@ -11,6 +11,7 @@ from contextlib import ExitStack, contextmanager
 import psycopg
 import pytest
 
+from cpu import CpuWatch, Starved, backend_pids
 from harness import Exporter, Samples, client_wait, in_flight, labels, wait_for
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import create_table, seq_scan
@@ -145,17 +146,20 @@ def test_idle_server():
     exp = Exporter("--dsn", server.dsn(), "--poll-interval", "1s", "--sample-interval", "100ms")
     try:
         first = exp.wait_poll()
+        watch = CpuWatch(lambda: [exp.proc.pid, *backend_pids(server.dsn())])
         started = time.monotonic()
         time.sleep(4)
         last = exp.wait_poll()
         elapsed = time.monotonic() - started
+        starved = watch.starved()
         taken, overran, stalled = (
             counted(last, name) - counted(first, name) for name in (SAMPLES, OVERRUNS, STALLS)
         )
-        # Every tick is a sample or a skip. Skips while the host gives the exporter no CPU
-        # (measured here: a third of both cores stolen for a minute) are stalls, not overruns.
-        assert taken + stalled == pytest.approx(elapsed / 0.1, rel=0.10), (taken, stalled, elapsed)
-        assert overran == 0, "samples of an idle server keep up"
+        # Every tick is a sample, a stall (the exporter woke late) or an overrun.
+        ticks = taken + stalled + overran
+        assert ticks == pytest.approx(elapsed / 0.1, rel=0.10), (taken, stalled, overran, elapsed)
+        assert taken >= 0.5 * ticks, (taken, ticks, str(starved))
+        assert_overruns_explained(overran, starved, slot=0.1)
         assert last["pg_aio_io_worker_utilization_ratio"][T] == 0
         assert last["pg_aio_io_workers"][T] == 3
         assert last.get("pg_aio_wait_event_samples_total", {}) == {}, "an idle server is idle"
@@ -163,6 +167,15 @@ def test_idle_server():
     finally:
         exp.stop()
         server.destroy()
+
+
+def assert_overruns_explained(overran: float, starved: Starved, slot: float) -> None:
+    """A sample of an idle server takes milliseconds: to overrun its slot it must have lost
+    at least half of it waiting for a CPU (the exporter's or its backend's). So an exporter
+    that got the CPU it needed overruns never, and one made slow does on any host."""
+    assert overran <= starved.seconds / (slot / 2), (
+        f"{overran:.0f} overruns of {slot}s slots, {starved}"
+    )
 
 
 def test_stalled_exporter_is_no_overrun():
@@ -211,15 +224,21 @@ def behind_proxy(
 def test_connecting_is_no_overrun():
     """Samples start once connected: a connection slower than the sample interval misses none."""
     started = time.time()
+    # The exporter's overruns are counted from its start: so is the CPU its processes waited
+    # for (they are read at the end only, from 0).
+    processes: list[int] = []
+    watch = CpuWatch(lambda: processes)
     # Each of the connection's round trips (startup, SET, prepare) waits 250 ms.
-    with behind_proxy(0.25, poll="30s", sample="1s") as (_, _, exp):
+    with behind_proxy(0.25, poll="30s", sample="1s") as (server, _, exp):
         first = exp.wait_poll(after=started)
         polled = first["pg_aio_exporter_last_poll_success_timestamp_seconds"][T]
         assert polled - started > 1.5, "the connection took longer than a sample interval"
         time.sleep(2.5)
         later = exp.scrape()
         assert later["pg_aio_sampler_samples_total"][T] >= 2
-        assert counted(later, OVERRUNS) == 0
+        processes += [exp.proc.pid, *backend_pids(server.dsn())]
+        # A sample through the proxy takes one delayed round trip, 250 ms of its 1 s slot.
+        assert_overruns_explained(counted(later, OVERRUNS), watch.starved(), slot=0.75)
 
 
 def test_slow_samples_overrun_without_overlapping():

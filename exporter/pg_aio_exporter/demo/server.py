@@ -10,6 +10,7 @@ npm builds for 16/17, Debian's).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import importlib.util
 import logging
@@ -48,21 +49,20 @@ def free_port() -> int:
         return port
 
 
-def _ensure_os_user() -> tuple[pwd.struct_passwd, bool]:
+def ensure_os_user() -> tuple[pwd.struct_passwd, bool]:
     """The server's OS user, and whether it was created just now."""
-    try:
+    with contextlib.suppress(KeyError):
         return pwd.getpwnam(OS_USER), False
-    except KeyError:
-        result = subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OS_USER],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        # 9: another process (a parallel test worker, a second demo) created it meanwhile.
-        if result.returncode not in (0, USERADD_EXISTS):
-            raise subprocess.CalledProcessError(result.returncode, result.args, stderr=result.stderr)
-        return pwd.getpwnam(OS_USER), result.returncode == 0
+    result = subprocess.run(
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OS_USER],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    # Another process (a parallel test worker, a second demo) may have created it meanwhile.
+    if result.returncode not in (0, USERADD_EXISTS):
+        raise subprocess.CalledProcessError(result.returncode, result.args, stderr=result.stderr)
+    return pwd.getpwnam(OS_USER), result.returncode == 0
 
 
 def _remove_os_user() -> None:
@@ -159,7 +159,7 @@ class LocalServer:
         """initdb in a new temp dir; `hba` lines go before the default trust rules."""
         bin_dir = bin_dir or embedded_bin_dir()
         root = Path(tempfile.mkdtemp(prefix="pg-aio-"))
-        user, created = _ensure_os_user() if os.geteuid() == 0 else (None, False)
+        user, created = ensure_os_user() if os.geteuid() == 0 else (None, False)
         if user is not None:
             bin_dir = _bin_dir_for(bin_dir, user)
             os.chown(root, user.pw_uid, user.pw_gid)
