@@ -22,17 +22,12 @@ $(STAMP): pyproject.toml
 $(DEMO_STAMP): pyproject.toml
 	$(call install,demo)
 
-# Every direct dependency at the lowest version pyproject.toml allows (scripts/
-# lowest_constraints.py; PIP_CONSTRAINT reaches the isolated build of the package too), in a
-# virtualenv of its own, where the unit tests run: a lower bound the code outgrew fails here.
+# The unit tests again with every direct dependency at the lowest version pyproject.toml
+# allows, in a virtualenv of their own (scripts/lowest-venv.sh: the dependencies are installed
+# once per machine and version of the constraints, under ~/.cache/pg_aio_exporter/).
 LOWEST := .cache/lowest-venv
-$(LOWEST)/.installed-stamp: pyproject.toml scripts/lowest_constraints.py
-	rm -rf $(LOWEST)
-	$(PYTHON) -m venv $(LOWEST)
-	$(LOWEST)/bin/pip install --quiet --upgrade pip
-	$(PYTHON) scripts/lowest_constraints.py > $(LOWEST)/constraints.txt
-	PIP_CONSTRAINT=$(LOWEST)/constraints.txt $(LOWEST)/bin/pip install --quiet -e '.[dev]'
-	touch $@
+$(LOWEST)/.installed-stamp: pyproject.toml scripts/lowest_constraints.py scripts/lowest-venv.sh
+	PYTHON=$(PYTHON) scripts/lowest-venv.sh $(LOWEST)
 
 # Extra flags, e.g. make demo DEMO_ARGS="--io-method sync --table-mb 256"
 demo: $(DEMO_STAMP)
@@ -47,7 +42,7 @@ unit: $(STAMP)
 	$(BIN)/pytest -m unit
 
 unit-lowest: $(LOWEST)/.installed-stamp
-	$(LOWEST)/bin/pytest -m unit -p no:cacheprovider
+	$(LOWEST)/bin/python -m pytest -m unit -p no:cacheprovider -n 2
 
 system-deps:
 	scripts/system-deps.sh
@@ -62,6 +57,11 @@ prometheus3:
 io-uring-server: $(STAMP)
 	$(BIN)/python scripts/build-postgres-io-uring.py
 
+# The suite's files spread over parallel workers, one file to a worker (its servers and
+# stacks are the file's own): most of a file's time is spent waiting for Prometheus windows,
+# pgbench runs and reports, which overlap. Measured in README "Tests".
+PYTEST_PARALLEL := -n 3 --dist loadfile
+
 # Each step timed (wall, CPU, the host's steal) by scripts/phases.py, a table at the end.
 PHASE := $(PYTHON) scripts/phases.py
 SUBMAKE := $(MAKE) --no-print-directory
@@ -73,7 +73,7 @@ test:
 	@$(PHASE) run io-uring-server -- $(SUBMAKE) io-uring-server
 	@$(PHASE) run lint -- $(SUBMAKE) lint
 	@$(PHASE) run unit-lowest -- $(SUBMAKE) unit-lowest
-	@$(PHASE) run pytest -- $(BIN)/pytest
+	@$(PHASE) run pytest -- $(BIN)/pytest $(PYTEST_PARALLEL)
 	@$(PHASE) summary
 
 # Rewrite dashboards/*.json from dashboards/generate.py (the tests fail while they differ).

@@ -29,15 +29,20 @@ def lowest(requirement: str) -> str:
     return f"{match.group(1)}=={bound.group(1)}"
 
 
-def main() -> None:
+def main(args: list[str]) -> None:
+    """Constraints; with --requirements, the package's requirements themselves (every extra's
+    too, not the build backend): what the virtualenv of the unit tests installs."""
     project = tomllib.loads(PYPROJECT.read_text())
     requirements = [
-        *project["build-system"]["requires"],
         *project["project"]["dependencies"],
         *(r for extra in project["project"]["optional-dependencies"].values() for r in extra),
     ]
+    if args == ["--requirements"]:
+        sys.stdout.write("".join(f"{line}\n" for line in sorted(set(requirements))))
+        return
+    requirements += project["build-system"]["requires"]
     sys.stdout.write("".join(f"{line}\n" for line in sorted(set(map(lowest, requirements)))))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
