@@ -31,12 +31,19 @@ TABLE_MB = 64
 # first, so that with the files spread over parallel workers (`make test`: pytest-xdist,
 # one file to one worker) none of them starts last and alone.
 SLOWEST_FIRST = (
-    "test_dashboards_e2e.py",
     "test_report.py",
+    "test_dashboards_e2e.py",
+    "test_alerts_rules.py",
+    "test_cli.py",
+    "test_faults.py",
     "test_alerts_e2e.py",
+    "test_versions.py",
+    "test_sampler.py",
+    "test_core.py",
     "test_alerts_e2e_io_uring.py",
+    "test_config_fuzz.py",
     "test_alerts_e2e_pool.py",
-    "test_io_uring.py",
+    "test_runtime_faults.py",
 )
 
 

@@ -39,6 +39,9 @@ def modes(paths: list[Path]) -> dict[Path, str]:
     return {path: oct(path.stat().st_mode) for path in paths}
 
 
+# It closes the clone to other users, which the servers of tests running beside it need open:
+# `make test` runs it after the parallel run, alone.
+@pytest.mark.exclusive
 def test_demo_serves_growing_bulkread_reads_and_cleans_up(tmp_path: Path):
     # The clone made private, as a home directory usually is (0700 /root): as root, the demo
     # must run its server without opening any of these up to the server's OS user.
