@@ -25,14 +25,6 @@ REPO = Path(__file__).resolve().parents[1]
 MONITOR_PASSWORD = "R1ght-Monitor-Pw-7391"
 
 
-def shared_dir() -> Path:
-    """The project's read-only shared/ folder: beside the checkout (CI), or the workspace's."""
-    for candidate in (REPO.parent / "shared", Path("/work/shared")):
-        if (candidate / "design" / "metrics.md").exists():
-            return candidate
-    raise AssertionError("shared/ (metric contract) not found beside the checkout")
-
-
 Labels = frozenset[tuple[str, str]]
 Samples = dict[str, dict[Labels, float]]
 
