@@ -60,17 +60,22 @@ def error_kind(exc: BaseException) -> str:
 
 
 # The kinds each `collector` label of pg_aio_exporter_poll_errors_total can come with: the
-# connection fails before any statement ("connection"), a collector's own statement fails, or a
-# bug ends a round (the worker's "poll" or "sample" step).
+# connection fails before any statement ("connection"), a collector's own statement fails or
+# a poll collector's code raises ("internal"), or a bug ends a round (the worker's "poll" or
+# "sample" step).
 CONNECTION_KINDS = ("connection", "auth", "timeout", "unsupported")
 STATEMENT_KINDS = ("timeout", "privilege", "query")
 
 
-def known_failures(collectors: Iterable[str], rounds: Iterable[str]) -> list[tuple[str, str]]:
+def known_failures(
+    collectors: Iterable[str], rounds: Iterable[str], isolated: Iterable[str] = ()
+) -> list[tuple[str, str]]:
     """The (collector, kind) label pairs a target can report, to start at 0: a counter that
-    appears at 1 shows no increase() until its second error."""
+    appears at 1 shows no increase() until its second error. `isolated`: the collectors whose
+    own bugs are counted under their name (the poll collectors)."""
     return [
         *(("connection", kind) for kind in CONNECTION_KINDS),
         *((collector, kind) for collector in collectors for kind in STATEMENT_KINDS),
+        *((collector, INTERNAL) for collector in isolated),
         *((round_, INTERNAL) for round_ in rounds),
     ]

@@ -123,7 +123,8 @@ class TargetWorker:
         sampling = self._sampler.collectors if self._sampler is not None else []
         rounds = ["poll", "sample"] if self._sampler is not None else ["poll"]
         names = [c.name for c in [*self._collectors, *sampling]]
-        for collector, kind in known_failures(names, rounds):
+        polled = [c.name for c in self._collectors]
+        for collector, kind in known_failures(names, rounds, isolated=polled):
             selfmetrics.poll_errors.labels(target.name, collector, kind)
         self._password: str | None = None  # the last one read from the target's password source
 
@@ -196,16 +197,24 @@ class TargetWorker:
         """Run a poll or sample; a bug in either must cost one round, not the target's loop."""
         try:
             return await step()
-        except Exception:
-            # The traceback is what a bug report needs; the log formats render fields only.
-            log.error(
-                "internal error",
-                extra=self._log_fields(step=step.__name__, err=self._scrub(traceback.format_exc())),
-            )
-            self._self.poll_errors.labels(self.target.name, step.__name__, INTERNAL).inc()
+        except Exception as exc:
+            self._internal_error(step.__name__, exc, step.__name__)
             await self._disconnect()
             self._publish_samples(current=False)
             return False
+
+    def _internal_error(self, collector: str, exc: Exception, step: str) -> None:
+        """A bug, in a collector or in a poll or sample step (then `collector` is the step)."""
+        # The traceback is what a bug report needs; the log formats render fields only.
+        trace = "".join(traceback.format_exception(exc))
+        log.error(
+            "internal error",
+            extra=self._log_fields(step=step, collector=collector, err=self._scrub(trace)),
+        )
+        self._self.poll_errors.labels(self.target.name, collector, INTERNAL).inc()
+        if self._tap is not None:
+            message = self._scrub(str(exc).strip().split("\n")[0] or type(exc).__name__)
+            self._tap.failed(collector, INTERNAL, message)
 
     async def _connect(self) -> Connection:
         if self._conn is not None:
@@ -328,9 +337,17 @@ class TargetWorker:
                 all_ok = False
                 self._record_failure(collector.name, result)
                 continue
-            self._succeeded(collector.name)
             collected = time.perf_counter()
-            collector.collect(result, out)
+            own_set = MetricSet(self._base_labels)
+            try:
+                collector.collect(result, own_set)
+            except Exception as exc:
+                # A bug in one collector costs its own series for this poll, nothing else.
+                all_ok = False
+                self._internal_error(collector.name, exc, "poll")
+                continue
+            out.add(own_set)
+            self._succeeded(collector.name)
             own = time.perf_counter() - collected
             self._self.poll_duration.labels(self.target.name, collector.name).observe(
                 round_trip - started + own
