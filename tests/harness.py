@@ -25,6 +25,22 @@ REPO = Path(__file__).resolve().parents[1]
 MONITOR_PASSWORD = "R1ght-Monitor-Pw-7391"
 
 
+def compiled_locale(name: str) -> Path:
+    """A directory for LOCPATH holding locale `name` (e.g. de_DE.UTF-8), compiled from the
+    system's definitions (Debian's `locales` data) without installing it system-wide; readable
+    by the server's OS user."""
+    into = Path(tempfile.mkdtemp(prefix="locales-"))
+    language, _, charmap = name.partition(".")
+    subprocess.run(
+        ["localedef", "-i", language, "-f", charmap or "UTF-8", str(into / name)],
+        check=True,
+        capture_output=True,
+    )
+    for path in [into, *into.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return into
+
+
 Labels = frozenset[tuple[str, str]]
 Samples = dict[str, dict[Labels, float]]
 
