@@ -67,8 +67,8 @@ def error_kind(exc: BaseException) -> str:
     # later has a server version): the server asked for a password and none was at hand, or
     # one was sent and the server then refused the connection: a wrong password, in any
     # language (also a database that does not exist, refused after a password was accepted).
-    opening = pgconn is not None and pgconn.server_version == 0
-    if opening and pgconn is not None and (pgconn.needs_password or pgconn.used_password):
+    refused = pgconn is not None and (pgconn.needs_password or pgconn.used_password)
+    if refused and pgconn is not None and pgconn.server_version == 0:
         return "auth"
     text = str(exc)
     return next((kind for pattern, kind in _CONNECT_MESSAGES if pattern.search(text)), "connection")
