@@ -23,8 +23,11 @@ class Certs:
         return self.dir / f"{name}.crt", self.dir / f"{name}.key"
 
 
-def make_certs(directory: Path, names: tuple[str, ...] = ("server", "client")) -> Certs:
-    """ca.crt plus NAME.crt/NAME.key for each name, valid for localhost and 127.0.0.1."""
+def make_certs(
+    directory: Path, names: tuple[str, ...] = ("server", "client"), stranger: bool = False
+) -> Certs:
+    """ca.crt plus NAME.crt/NAME.key for each name, valid for localhost and 127.0.0.1; with
+    `stranger`, also stranger.crt/.key from the same CA for elsewhere.example only."""
     _openssl(
         "req",
         "-x509",
@@ -41,7 +44,10 @@ def make_certs(directory: Path, names: tuple[str, ...] = ("server", "client")) -
         "ca.crt",
         cwd=directory,
     )
-    for name in names:
+    sans = dict.fromkeys(names, "DNS:localhost,IP:127.0.0.1")
+    if stranger:
+        sans["stranger"] = "DNS:elsewhere.example"
+    for name, san in sans.items():
         _openssl(
             "req",
             "-newkey",
@@ -55,7 +61,7 @@ def make_certs(directory: Path, names: tuple[str, ...] = ("server", "client")) -
             f"{name}.csr",
             cwd=directory,
         )
-        (directory / f"{name}.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+        (directory / f"{name}.ext").write_text(f"subjectAltName={san}\n")
         _openssl(
             "x509",
             "-req",

@@ -126,7 +126,7 @@ def test_malformed_config(tmp_path: Path, text: str, needle: str):
         ("basic_auth_users:\n  prom: '$2b$10$short'\n", "not a bcrypt hash"),
         ("basic_auth_users: [a]\n", "basic_auth_users"),
         ("tls_config: {}\n", "unknown key"),
-        ("tls_server_config: {cert_file: a, key_file: b, min_version: TLS10}\n", "min_version"),
+        ("tls_server_config: {cert_file: a, key_file: b, min_version: SSL3}\n", "min_version"),
         ("[unclosed\n", "not valid YAML"),
         ("[" * 5000, "nested too deeply"),
     ],

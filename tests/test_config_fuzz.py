@@ -350,6 +350,8 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 # Cost 4: the fastest bcrypt allows, so that a hash that loads costs nothing to check.
 HASH = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
 TLS_KEYS = ["cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version"]
+TLS_KEYS += ["max_version", "cipher_suites", "curve_preferences", "client_allowed_sans", "cert"]
+TLS_KEYS += ["prefer_server_cipher_suites"]
 TLS_WORDS = [
     "TLS12",
     "TLS13",
