@@ -82,12 +82,13 @@ def server_facts(server_rows: list[Row], settings_rows: list[Row]) -> ServerFact
     version = server_rows[0]
     values: dict[str, float] = {}
     io_method, io_methods, pending = None, (), []
+    aio_settings = settings.by_name()
     for row in settings_rows:
         name = row["name"]
         if row["pending_restart"]:
             pending.append(name)
-        if name in settings.SETTINGS:
-            key = settings.SETTINGS[name].removeprefix("pg_settings_")
+        if name in aio_settings:
+            key = aio_settings[name].key
             values[key] = settings.setting_value(row["setting"], row["unit"], row["vartype"])
         elif name == "io_method":
             io_method, io_methods = row["setting"], tuple(row["enumvals"] or [row["setting"]])
