@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +25,15 @@ class Certs:
 
 
 def make_certs(
-    directory: Path, names: tuple[str, ...] = ("server", "client"), stranger: bool = False
+    directory: Path,
+    names: tuple[str, ...] = ("server", "client"),
+    stranger: bool = False,
+    owner: int | None = None,
 ) -> Certs:
     """ca.crt plus NAME.crt/NAME.key for each name, valid for localhost and 127.0.0.1; with
-    `stranger`, also stranger.crt/.key from the same CA for elsewhere.example only."""
+    `stranger`, also stranger.crt/.key from the same CA for elsewhere.example only. With
+    `owner` (a uid), each pair is that user's and its key readable by it only, as PostgreSQL
+    demands of its own."""
     _openssl(
         "req",
         "-x509",
@@ -80,4 +86,9 @@ def make_certs(
             f"{name}.crt",
             cwd=directory,
         )
+    if owner is not None:
+        for name in sans:
+            (directory / f"{name}.key").chmod(0o600)
+            for suffix in ("crt", "key"):
+                os.chown(directory / f"{name}.{suffix}", owner, -1)
     return Certs(directory)

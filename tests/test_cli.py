@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import assert_one_line
 from pg_aio_exporter import cli
 
 pytestmark = pytest.mark.unit
@@ -26,13 +27,9 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 
 def assert_config_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
-    assert result.returncode == 2, result
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("pg-aio-exporter: error: ")
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    assert SECRET not in result.stderr + result.stdout
+    line = assert_one_line(result, 2, *needles)
+    assert line.startswith("pg-aio-exporter: error: ")
+    assert SECRET not in line
 
 
 def write(tmp_path: Path, text: str) -> str:

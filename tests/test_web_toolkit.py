@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from certs import Certs, make_certs
+from certs import Certs
 from harness import Exporter
 from pg_aio_exporter.config.webconfig import RateLimit
 from pg_aio_exporter.demo.server import LocalServer
@@ -30,11 +30,6 @@ HEADERS = {
     "Content-Security-Policy": "default-src 'self'",
     "X-XSS-Protection": "1; mode=block",
 }
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return make_certs(tmp_path_factory.mktemp("certs"), stranger=True)
 
 
 def shared_file(certs: Certs, directory: Path, tls_extra: str = "") -> str:
