@@ -7,9 +7,7 @@ from collections.abc import Iterable
 
 import psycopg
 
-# Every `kind` the worker counts: error_kind's, and "internal" for a bug in a poll or sample.
-KINDS = ("connection", "auth", "timeout", "privilege", "query", "unsupported", "internal")
-INTERNAL = "internal"
+from pg_aio_exporter.expose.selfmetrics import INTERNAL
 
 
 class UnsupportedServerError(Exception):

@@ -27,9 +27,8 @@ from pg_aio_exporter.collectors.base import Collector, PollCollector, Row
 from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.metricset import MetricSet
-from pg_aio_exporter.expose.selfmetrics import SelfMetrics
+from pg_aio_exporter.expose.selfmetrics import INTERNAL, SelfMetrics
 from pg_aio_exporter.poll.errors import (
-    INTERNAL,
     PasswordSourceError,
     UnsupportedServerError,
     error_kind,
