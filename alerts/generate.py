@@ -35,6 +35,8 @@ from promql import (
     without,
 )
 
+from pg_aio_exporter.collectors import settings as aio_settings
+
 HERE = Path(__file__).resolve().parent
 DEFAULT_PARAMS = HERE / "params.yaml"
 # The thresholds the rules share with `pg-aio-exporter report`, shipped in the package.
@@ -346,10 +348,12 @@ def track_io_timing_off(params: Params, p: Params) -> Alert:
 
 def setting_changed(params: Params, p: Params) -> Alert:
     window = p["window"]
+    # The package's one list of AIO settings (collectors/settings.py), as the dashboards'.
+    watched = [s for s in aio_settings.AIO_SETTINGS if s.watched]
 
-    def changed(setting: str) -> str:
-        metric = series(params, f"pg_settings_{setting}")
-        name = setting.removesuffix("_bytes")
+    def changed(setting: aio_settings.Setting) -> str:
+        metric = series(params, setting.metric)
+        name = setting.name
         return (
             f"label_replace(\n  {metric} and changes({metric}[{window}]) > 0,\n"
             f'  "setting", "{name}", "", ""\n)'
@@ -362,14 +366,15 @@ def setting_changed(params: Params, p: Params) -> Alert:
         '  "setting", "io_method", "", ""\n)'
     )
     return Alert(
-        expr="\nor\n".join([io_method, *(changed(s) for s in p["settings"])]),
+        expr="\nor\n".join([io_method, *(changed(s) for s in watched)]),
         summary="{{ $labels.setting }} changed on {{ $labels.target }}.",
         description="{{ $labels.setting }} changed within the last "
         f"{window}; it is now "
         '{{ if eq $labels.setting "io_method" }}{{ $labels.io_method }}'
         "{{ else }}{{ $value }}{{ end }}. Compare read latency and throughput before and "
         "after the change.",
-        condition=f"io_method or one of {', '.join(p['settings'])} changed in the last {window}",
+        condition=f"io_method or one of {', '.join(s.key for s in watched)} changed in the"
+        f" last {window}",
     )
 
 

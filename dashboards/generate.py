@@ -42,6 +42,8 @@ sys.path.insert(0, str(RULES))
 
 import promql  # noqa: E402  (alerts/ is not a package: the rules' formulas, shared)
 
+from pg_aio_exporter.collectors.settings import AIO_SETTINGS  # noqa: E402
+
 OVERVIEW_FILE = HERE / "pg-aio-overview.json"
 COMPARISON_FILE = HERE / "pg-aio-comparison.json"
 
@@ -344,16 +346,8 @@ def _changed(metric: str) -> str:
     return f"sum by (target) (changes({metric}{{{T}}}[5m])) > 0"
 
 
-SETTINGS_WATCHED = (
-    "pg_settings_io_workers",
-    "pg_settings_effective_io_concurrency",
-    "pg_settings_maintenance_io_concurrency",
-    "pg_settings_io_max_concurrency",
-    "pg_settings_io_combine_limit_bytes",
-    "pg_settings_io_max_combine_limit_bytes",
-    "pg_settings_shared_buffers_bytes",
-    "pg_settings_track_io_timing",
-)
+# The settings whose changes are annotated: the package's one list (collectors/settings.py).
+SETTINGS_WATCHED = tuple(s.metric for s in AIO_SETTINGS if s.watched)
 
 ANNOTATIONS = (
     Annotation(

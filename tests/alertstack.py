@@ -8,7 +8,7 @@ import contextlib
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,10 @@ class Stack:
     def measure(self) -> dict[str, float | None]:
         return {name: self.value(expr) for name, expr in MEASURES}
 
+    @property
+    def name(self) -> str:
+        return f"Prometheus {self.prometheus.version}"
+
 
 def short_rules(directory: Path, override: Mapping[str, Any] = SHORT) -> list[Path]:
     """The shipped rules, regenerated into `directory` with `override` merged over params."""
@@ -105,30 +109,33 @@ def alert_stack(server: LocalServer, rules: list[Path]) -> Iterator[Stack]:
 @dataclass
 class Run:
     measured: dict[str, dict[str, float | None]]  # Stack.measure() on "fast" and "slow" storage
-    firing: dict[str, dict[str, Any]]  # once every expected alert fired
+    firing: dict[str, dict[str, Any]]  # each expected alert as it was when first seen firing
 
 
 def follow_storage(
-    stack: Stack,
+    stacks: Sequence[Stack],
     slow: Callable[[], None],
     fast: Callable[[], None],
     expected: set[str],
     inputs: tuple[str, ...] = (),
-) -> Run:
-    """Four clients scan and look up rows. With fast storage no alert may even be pending for
-    QUIET_SECONDS; after slow() exactly the `expected` alerts must fire (any other fails);
-    after fast() they must resolve. `inputs` are further PromQL expressions that must have a
-    value before the quiet phase counts (besides read traffic and latency)."""
+) -> list[Run]:
+    """Four clients scan and look up rows on the stacks' one server; each stack is one
+    Prometheus (e.g. 2 and 3 side by side) on the same exporter. With fast storage no alert may
+    even be pending on any of them for QUIET_SECONDS; after slow() exactly the `expected`
+    alerts must fire on each (any other fails); after fast() they must resolve. `inputs` are
+    further PromQL expressions that must have a value on each before the quiet phase counts
+    (besides read traffic and latency). One Run per stack, in order."""
     started = time.monotonic()
-    workload = Workload(stack.server.dsn(), clients=4, pause=0.1).start()
+    workload = Workload(stacks[0].server.dsn(), clients=4, pause=0.1).start()
     try:
         # The quiet phase only proves something if the alerts' inputs exist and the traffic
         # guard is passed: otherwise "no alert" would be trivially true.
         wait_for(
-            lambda: (
+            lambda: all(
                 stack.value(f"pg_aio_target:read_ops_per_second:rate{WINDOW} >= 10")
                 and stack.value(f"pg_aio_target:read_seconds_per_byte:rate{WINDOW}")
                 and all(stack.value(expr) is not None for expr in inputs)
+                for stack in stacks
             ),
             60,
             "recording rules with traffic",
@@ -136,38 +143,43 @@ def follow_storage(
         )
         deadline = time.monotonic() + QUIET_SECONDS
         while time.monotonic() < deadline:
-            alerts = stack.prometheus.alerts()
-            assert alerts == [], f"alert under a normal load: {alerts}"
+            for stack in stacks:
+                alerts = stack.prometheus.alerts()
+                assert alerts == [], f"{stack.name}: alert under a normal load: {alerts}"
             time.sleep(1)
-        measured = {"fast": stack.measure()}
+        runs = [Run({"fast": stack.measure()}, {}) for stack in stacks]
 
         slow()
         slow_since = time.monotonic()
-        fired_after: dict[str, float] = {}
+        fired_after: list[dict[str, float]] = [{} for _ in stacks]
 
         def all_fired() -> bool:
-            firing = stack.firing()
-            for name in firing.keys() & expected:
-                fired_after.setdefault(name, round(time.monotonic() - slow_since, 1))
-            unexpected = firing.keys() - expected
-            assert not unexpected, f"unexpected alerts: {[firing[n] for n in unexpected]}"
-            return fired_after.keys() >= expected
+            for stack, run, fired in zip(stacks, runs, fired_after, strict=True):
+                firing = stack.firing()
+                for name in firing.keys() & expected:
+                    fired.setdefault(name, round(time.monotonic() - slow_since, 1))
+                    # As first seen firing: an alert near its threshold may flap afterwards.
+                    run.firing.setdefault(name, firing[name])
+                unexpected = firing.keys() - expected
+                assert not unexpected, f"{stack.name}: {[firing[n] for n in unexpected]}"
+            return all(fired.keys() >= expected for fired in fired_after)
 
         try:
             wait_for(all_fired, 120, f"alerts {sorted(expected)}", every=1)
         finally:
-            measured["slow"] = stack.measure()
-            print(f"\n{measured}\nfired after {fired_after}")
-        firing = stack.firing()
-        for alert in firing.values():
-            assert alert["annotations"]["runbook_url"].endswith(
-                alert["labels"]["alertname"].lower()
-            )
+            for stack, run, fired in zip(stacks, runs, fired_after, strict=True):
+                run.measured["slow"] = stack.measure()
+                print(f"\n{stack.name}: {run.measured}\nfired after {fired}")
+        for run in runs:
+            for alert in run.firing.values():
+                assert alert["annotations"]["runbook_url"].endswith(
+                    alert["labels"]["alertname"].lower()
+                )
 
         fast()
         fast_since = time.monotonic()
         wait_for(
-            lambda: not stack.firing().keys() & expected,
+            lambda: not any(stack.firing().keys() & expected for stack in stacks),
             90,
             "the alerts to resolve on fast storage",
             every=1,
@@ -176,4 +188,4 @@ def follow_storage(
     finally:
         workload.stop()
         print(f"e2e phases took {time.monotonic() - started:.1f}s")
-    return Run(measured, firing)
+    return runs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +24,16 @@ class Certs:
         return self.dir / f"{name}.crt", self.dir / f"{name}.key"
 
 
-def make_certs(directory: Path, names: tuple[str, ...] = ("server", "client")) -> Certs:
-    """ca.crt plus NAME.crt/NAME.key for each name, valid for localhost and 127.0.0.1."""
+def make_certs(
+    directory: Path,
+    names: tuple[str, ...] = ("server", "client"),
+    stranger: bool = False,
+    owner: int | None = None,
+) -> Certs:
+    """ca.crt plus NAME.crt/NAME.key for each name, valid for localhost and 127.0.0.1; with
+    `stranger`, also stranger.crt/.key from the same CA for elsewhere.example only. With
+    `owner` (a uid), each pair is that user's and its key readable by it only, as PostgreSQL
+    demands of its own."""
     _openssl(
         "req",
         "-x509",
@@ -41,7 +50,10 @@ def make_certs(directory: Path, names: tuple[str, ...] = ("server", "client")) -
         "ca.crt",
         cwd=directory,
     )
-    for name in names:
+    sans = dict.fromkeys(names, "DNS:localhost,IP:127.0.0.1")
+    if stranger:
+        sans["stranger"] = "DNS:elsewhere.example"
+    for name, san in sans.items():
         _openssl(
             "req",
             "-newkey",
@@ -55,7 +67,7 @@ def make_certs(directory: Path, names: tuple[str, ...] = ("server", "client")) -
             f"{name}.csr",
             cwd=directory,
         )
-        (directory / f"{name}.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+        (directory / f"{name}.ext").write_text(f"subjectAltName={san}\n")
         _openssl(
             "x509",
             "-req",
@@ -74,4 +86,9 @@ def make_certs(directory: Path, names: tuple[str, ...] = ("server", "client")) -
             f"{name}.crt",
             cwd=directory,
         )
+    if owner is not None:
+        for name in sans:
+            (directory / f"{name}.key").chmod(0o600)
+            for suffix in ("crt", "key"):
+                os.chown(directory / f"{name}.{suffix}", owner, -1)
     return Certs(directory)

@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import psycopg
 
+from certs import Certs, make_certs
 from harness import MONITOR_PASSWORD
 from pg_aio_exporter.demo import iouring
 from pg_aio_exporter.demo import server as demo_server
@@ -79,6 +80,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"{seconds:8.1f}s  {path}")
     rest = sum(seconds for _, seconds in ranked[15:])
     terminalreporter.write_line(f"{rest:8.1f}s  {len(ranked[15:])} other files")
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    """A throwaway CA with `server` and `client` certificates for localhost and 127.0.0.1, and
+    a `stranger` from the same CA for elsewhere.example (tests/certs.py)."""
+    return make_certs(tmp_path_factory.mktemp("certs"), stranger=True)
 
 
 @pytest.fixture(scope="session")

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from harness import Exporter, Labels, Samples, labels
 
@@ -90,36 +88,3 @@ class Watch:
 
 def up_is(value: float) -> Callable[[Samples], bool]:
     return lambda samples: samples.get("pg_up", {}).get(TARGET) == value
-
-
-@dataclass(frozen=True)
-class Certs:
-    ca_cert: Path
-    server_cert: Path
-    server_key: Path
-
-
-def make_ca(directory: Path, owner: int | None = None) -> Certs:
-    """A CA and a server certificate for localhost / 127.0.0.1 signed by it (openssl CLI).
-    The key is made readable by `owner` only, as PostgreSQL demands."""
-
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=directory)
-
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    days = ("-days", "2")
-    openssl("req", "-x509", *ec, *days, "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=CA")
-    openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost")
-    (directory / "ext.cnf").write_text(
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
-        "extendedKeyUsage=serverAuth\n"
-    )
-    signed_by_ca = ("-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial")
-    openssl("x509", "-req", *signed_by_ca, *days, "-in", "server.csr", "-out", "server.crt",
-            "-extfile", "ext.cnf")  # fmt: skip
-    key = directory / "server.key"
-    key.chmod(0o600)
-    if owner is not None:
-        os.chown(key, owner, -1)
-        os.chown(directory / "server.crt", owner, -1)
-    return Certs(directory / "ca.crt", directory / "server.crt", key)

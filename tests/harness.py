@@ -8,16 +8,19 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import psycopg
 from prometheus_client.parser import text_string_to_metric_families
 
-from pg_aio_exporter.demo.server import free_port
+from pg_aio_exporter.demo.server import LocalServer, free_port
+from pg_aio_exporter.demo.workload import seq_scan
 
 T = TypeVar("T")
 REPO = Path(__file__).resolve().parents[1]
@@ -25,12 +28,33 @@ REPO = Path(__file__).resolve().parents[1]
 MONITOR_PASSWORD = "R1ght-Monitor-Pw-7391"
 
 
-def shared_dir() -> Path:
-    """The project's read-only shared/ folder: beside the checkout (CI), or the workspace's."""
-    for candidate in (REPO.parent / "shared", Path("/work/shared")):
-        if (candidate / "design" / "metrics.md").exists():
-            return candidate
-    raise AssertionError("shared/ (metric contract) not found beside the checkout")
+def compiled_locale(name: str) -> Path:
+    """A directory for LOCPATH holding locale `name` (e.g. de_DE.UTF-8), compiled from the
+    system's definitions (Debian's `locales` data) without installing it system-wide; readable
+    by the server's OS user."""
+    into = Path(tempfile.mkdtemp(prefix="locales-"))
+    language, _, charmap = name.partition(".")
+    subprocess.run(
+        ["localedef", "-i", language, "-f", charmap or "UTF-8", str(into / name)],
+        check=True,
+        capture_output=True,
+    )
+    for path in [into, *into.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    return into
+
+
+def assert_one_line(result: subprocess.CompletedProcess[str], code: int, *needles: str) -> str:
+    """A command that failed as configuration errors must: exit `code`, nothing on stdout, one
+    line on stderr saying "error: " and each of `needles`. Returns that line."""
+    assert result.returncode == code, result
+    assert result.stdout == "", result.stdout
+    lines = result.stderr.removesuffix("\n").split("\n")
+    assert len(lines) == 1, result.stderr
+    assert "error: " in lines[0], lines[0]
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
 
 
 Labels = frozenset[tuple[str, str]]
@@ -192,3 +216,64 @@ def pg_stat_io(conn: psycopg.Connection[Any]) -> dict[tuple[str, str, str], dict
     names = [d.name for d in cur.description or []]
     rows = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
     return {(r["backend_type"], r["object"], r["context"]): r for r in rows}
+
+
+def set_io_workers(server: LocalServer, count: int | None) -> None:
+    """ALTER SYSTEM SET io_workers and reload (no restart needed), then wait until `count` io
+    workers run; None resets it to the configuration file's value (not waited for)."""
+    value = "RESET io_workers" if count is None else f"SET io_workers = {count}"
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        conn.execute(f"ALTER SYSTEM {value}")
+        conn.execute("SELECT pg_reload_conf()")
+        if count is None:
+            return
+
+        def running() -> bool:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'io worker'"
+            ).fetchone()
+            return row is not None and row[0] == count
+
+        wait_for(running, 10, f"{count} io workers")
+
+
+@contextmanager
+def scanning(
+    dsn: str,
+    tables: Sequence[str],
+    *,
+    rows: int | None = None,
+    together: bool = False,
+    settle: float = 0.0,
+    release: Callable[[], object] | None = None,
+) -> Iterator[None]:
+    """One client per entry of `tables`, scanning that table sequentially over and over until
+    the block ends (parallelism off: the reads stay on the client backends). `rows`: only the
+    first rows of it per statement; `together`: every client starts its first scan at once
+    (two scans of one table then synchronize, synchronize_seqscans); `settle`: seconds to
+    wait before the block, every client connected and reading; `release`: called at the end
+    before the clients are stopped (slowed storage made fast again, so that the scans under
+    way end soon)."""
+    stop = threading.Event()
+    start = threading.Barrier(len(tables)) if together else None
+
+    def scan(table: str) -> None:
+        source = table if rows is None else f"(SELECT payload FROM {table} LIMIT {rows}) s"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            if start is not None:
+                start.wait(30)
+            while not stop.is_set():
+                seq_scan(conn, source)
+
+    clients = [threading.Thread(target=scan, args=(table,)) for table in tables]
+    for client in clients:
+        client.start()
+    try:
+        time.sleep(settle)
+        yield
+    finally:
+        stop.set()
+        if release is not None:
+            release()
+        for client in clients:
+            client.join(60)

@@ -3,7 +3,9 @@ the neighbour whose pg_up, pg_settings_* and pg_postmaster_start_time_seconds sh
 
 from __future__ import annotations
 
+import http.client
 import shutil
+import ssl
 import subprocess
 import tempfile
 import urllib.request
@@ -22,18 +24,30 @@ class PostgresExporter:
     """Connects as its own role, for which track_io_timing is off: its pg_settings_track_io_timing
     is then 0 while the server's (and ours) is 1, so a rule that reads its series shows."""
 
-    def __init__(self, server: LocalServer) -> None:
+    def __init__(
+        self,
+        server: LocalServer,
+        web_config: str | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        """`web_config`: its --web.config.file; `tls` the client context when that turns TLS on."""
         with psycopg.connect(server.dsn(), autocommit=True) as conn:
             if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [ROLE]).fetchone():
                 conn.execute(f"CREATE ROLE {ROLE} LOGIN IN ROLE pg_monitor")
                 conn.execute(f"ALTER ROLE {ROLE} SET track_io_timing = off")
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
+        self.tls = tls
+        self.url = f"{'https' if tls else 'http'}://{self.address}"
         self.log_path = Path(tempfile.mkstemp(prefix="postgres-exporter-", suffix=".log")[1])
         self._log = self.log_path.open("w")
         dsn = f"postgresql://{ROLE}@127.0.0.1:{server.port}/postgres?sslmode=disable"
         self.proc = subprocess.Popen(
-            [BINARY, f"--web.listen-address={self.address}"],
+            [
+                BINARY,
+                f"--web.listen-address={self.address}",
+                *([f"--web.config.file={web_config}"] if web_config else []),
+            ],
             env={"DATA_SOURCE_NAME": dsn, "PATH": "/usr/bin:/bin"},
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -44,11 +58,14 @@ class PostgresExporter:
         if self.proc.poll() is not None:
             raise AssertionError(self.log_path.read_text()[-3000:])
         try:
-            url = f"http://{self.address}/metrics"
-            with urllib.request.urlopen(url, timeout=5) as resp:
-                return b"\npg_up 1" in resp.read()
+            return b"\npg_up 1" in self.get("/metrics")[0]
         except OSError:
             return False
+
+    def get(self, path: str) -> tuple[bytes, http.client.HTTPMessage]:
+        """The body and the headers of a 200 answer."""
+        with urllib.request.urlopen(self.url + path, timeout=5, context=self.tls) as resp:  # noqa: S310
+            return resp.read(), resp.headers
 
     def stop(self) -> None:
         terminate(self.proc)

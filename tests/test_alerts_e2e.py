@@ -18,12 +18,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from alertstack import MEASURES, QUIET_SECONDS, WINDOW, short_rules
+from alertstack import WINDOW, Stack, follow_storage, short_rules
 from dashboard_stack import RULE_FILES
 from harness import Exporter, wait_for
 from pg_aio_exporter.demo.server import LocalServer
@@ -67,30 +66,15 @@ def stop(proms: dict[str, Prometheus]) -> None:
 
 
 @dataclass
-class Stack:
-    server: LocalServer
+class Storage:
+    """One server on storage slowed at will, its exporter, and one Prometheus per version."""
+
     slow: SlowReads
-    exporter: Exporter
-    proms: dict[str, Prometheus]
-
-    def firing(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """By Prometheus version, the firing alerts by name."""
-        return {
-            version: {a["labels"]["alertname"]: a for a in p.alerts() if a["state"] == "firing"}
-            for version, p in self.proms.items()
-        }
-
-    def value(self, expr: str) -> float | None:
-        """On every Prometheus, or None if one has no value (the first one's value)."""
-        values = [value(p, expr) for p in self.proms.values()]
-        return None if None in values else values[0]
-
-    def measure(self, prom: Prometheus) -> dict[str, float | None]:
-        return {name: value(prom, expr) for name, expr in MEASURES}
+    stacks: list[Stack]
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def storage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Storage]:
     rules_dir = tmp_path_factory.mktemp("rules")
     short_rules(rules_dir)
     server = LocalServer.create(settings=ONE_IO_WORKER)
@@ -104,7 +88,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             "--dsn", server.dsn(), "--poll-interval", "1s", "--sample-interval", "200ms"
         )
         proms = start_prometheus(exporter, sorted(rules_dir.glob("*.yml")))
-        yield Stack(server, slow, exporter, proms)
+        yield Storage(slow, [Stack(server, exporter, prom) for prom in proms.values()])
     finally:
         stop(proms)
         if exporter:
@@ -112,75 +96,19 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         server.destroy()
 
 
-def test_alerts_follow_storage_from_fast_to_slow_and_back(stack: Stack) -> None:
-    started = time.monotonic()
-    workload = Workload(stack.server.dsn(), clients=4, pause=0.1).start()
-    try:
-        # The quiet phase only proves something if the alerts' inputs exist and the traffic
-        # guard is passed: otherwise "no alert" would be trivially true.
-        wait_for(
-            lambda: (
-                stack.value(f"pg_aio_target:read_ops_per_second:rate{WINDOW} >= 10")
-                and stack.value(f"pg_aio:io_worker_utilization:rate{WINDOW}") is not None
-                and stack.value(f"pg_aio_target:read_seconds_per_byte:rate{WINDOW}")
-            ),
-            60,
-            "recording rules with traffic",
-            every=0.5,
-        )
-        deadline = time.monotonic() + QUIET_SECONDS
-        while time.monotonic() < deadline:
-            for version, prom in stack.proms.items():
-                alerts = prom.alerts()
-                assert alerts == [], f"Prometheus {version}: alert under a normal load: {alerts}"
-            time.sleep(1)
-        fast = {v: stack.measure(p) for v, p in stack.proms.items()}
-
-        stack.slow.set_delay(DELAY_US)
-        slow_since = time.monotonic()
-        fired_after: dict[str, dict[str, float]] = {v: {} for v in stack.proms}
-
-        def all_fired() -> bool:
-            for version, firing in stack.firing().items():
-                for name in firing.keys() & SLOW_ALERTS:
-                    fired_after[version].setdefault(name, round(time.monotonic() - slow_since, 1))
-                unexpected = firing.keys() - SLOW_ALERTS
-                assert not unexpected, f"{version}: {[firing[n] for n in unexpected]}"
-            return all(fired.keys() >= SLOW_ALERTS for fired in fired_after.values())
-
-        try:
-            wait_for(all_fired, 120, "latency, storage and io worker alerts", every=1)
-        finally:
-            slow_numbers = {v: stack.measure(p) for v, p in stack.proms.items()}
-            for version in stack.proms:
-                print(
-                    f"\nPrometheus {version}\nfast: {fast[version]}\nslow ({DELAY_US} us): "
-                    f"{slow_numbers[version]}\nfired after {fired_after[version]}"
-                )
-        for firing in stack.firing().values():
-            assert firing["PgAioWorkerPoolSaturated"]["labels"]["signal"] == "utilization"
-            for alert in firing.values():
-                assert alert["annotations"]["runbook_url"].endswith(
-                    alert["labels"]["alertname"].lower()
-                )
-
-        stack.slow.set_delay(0)
-        fast_since = time.monotonic()
-        wait_for(
-            lambda: not any(f.keys() & SLOW_ALERTS for f in stack.firing().values()),
-            90,
-            "the alerts to resolve on fast storage",
-            every=1,
-        )
-        print(f"resolved after {time.monotonic() - fast_since:.1f}s")
-    finally:
-        workload.stop()
-        print(f"e2e phases took {time.monotonic() - started:.1f}s")
-
-    for version in stack.proms:
-        before, after = fast[version]["ms_per_read"], slow_numbers[version]["ms_per_read"]
-        assert before is not None and after is not None
-        assert after > 10 * before
+def test_alerts_follow_storage_from_fast_to_slow_and_back(storage: Storage) -> None:
+    runs = follow_storage(
+        storage.stacks,
+        slow=lambda: storage.slow.set_delay(DELAY_US),
+        fast=lambda: storage.slow.set_delay(0),
+        expected=SLOW_ALERTS,
+        inputs=(f"pg_aio:io_worker_utilization:rate{WINDOW}",),
+    )
+    for stack, run in zip(storage.stacks, runs, strict=True):
+        assert run.firing["PgAioWorkerPoolSaturated"]["labels"]["signal"] == "utilization"
+        before, after = run.measured["fast"]["ms_per_read"], run.measured["slow"]["ms_per_read"]
+        assert before is not None and after is not None, stack.name
+        assert after > 10 * before, stack.name
 
 
 # 8 kB reads at 8 ms each, one at a time: the badly throttled volume of docs/alerts.md.

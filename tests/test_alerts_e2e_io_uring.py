@@ -33,8 +33,8 @@ def stack(uring: Uring, tmp_path_factory: pytest.TempPathFactory) -> Iterator[St
 
 def test_alerts_follow_throttled_storage_under_io_uring(uring: Uring, stack: Stack) -> None:
     assert uring.io_method() == "io_uring"
-    run = follow_storage(
-        stack,
+    (run,) = follow_storage(
+        [stack],
         slow=lambda: uring.disk.set_limit(read_bps=SLOW_BPS),
         fast=uring.disk.set_limit,
         expected=STORAGE_ALERTS,

@@ -8,11 +8,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import psycopg
 import pytest
 
 from alertstack import WINDOW, Stack, alert_stack, short_rules
-from harness import labels, wait_for
+from harness import labels, set_io_workers, wait_for
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import Workload, create_table
 from slowread import ONE_IO_WORKER, SlowReads
@@ -42,14 +41,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerStack]:
             yield WorkerStack(alerts, slow)
     finally:
         server.destroy()
-
-
-def set_io_workers(server: LocalServer, workers: int | None) -> None:
-    """ALTER SYSTEM and reload (io_workers needs no restart); None = back to the file's."""
-    value = "RESET io_workers" if workers is None else f"SET io_workers = {workers}"
-    with psycopg.connect(server.dsn(), autocommit=True) as conn:
-        conn.execute(f"ALTER SYSTEM {value}")
-        conn.execute("SELECT pg_reload_conf()")
 
 
 def test_shrinking_the_pool_under_load_raises_the_pool_alert(stack: WorkerStack) -> None:

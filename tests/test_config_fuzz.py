@@ -19,7 +19,8 @@ import yaml
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from certs import Certs, make_certs
+from certs import Certs
+from harness import assert_one_line
 from pg_aio_exporter.config import ConfigError, libpq
 from pg_aio_exporter.config.targets import (
     Target,
@@ -322,9 +323,7 @@ def assert_exits_2_with(exc: ConfigError, *args: str) -> None:
         timeout=30,
         check=False,
     )
-    assert result.returncode == 2, result.stderr
-    assert result.stdout == ""
-    assert result.stderr == f"pg-aio-exporter: error: {exc}\n"
+    assert assert_one_line(result, 2) == f"pg-aio-exporter: error: {exc}"
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
@@ -342,14 +341,11 @@ def test_cli_exits_2_with_one_line(data: st.DataObject):
 # -- --web.config.file ---------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return make_certs(tmp_path_factory.mktemp("certs"), names=("server",))
-
-
 # Cost 4: the fastest bcrypt allows, so that a hash that loads costs nothing to check.
 HASH = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
 TLS_KEYS = ["cert_file", "key_file", "client_auth_type", "client_ca_file", "min_version"]
+TLS_KEYS += ["max_version", "cipher_suites", "curve_preferences", "client_allowed_sans", "cert"]
+TLS_KEYS += ["prefer_server_cipher_suites"]
 TLS_WORDS = [
     "TLS12",
     "TLS13",

@@ -44,8 +44,8 @@ pytestmark = pytest.mark.unit
 BOARDS = sorted((ROOT / "dashboards").glob("*.json"))
 ROW = frozenset({"target", "backend_type", "object", "context"})
 TARGET = frozenset({"target"})
-# What the dashboards may read, with the labels each carries: metric contract v1 (shared
-# design/metrics.md; names are fixed) and the additions docs/metrics.md documents.
+# What the dashboards may read, with the labels each carries: the metric contract,
+# docs/metrics.md (tests/test_contract.py checks that every name here is documented there).
 CONTRACT: dict[str, frozenset[str]] = {
     **{
         f"pg_stat_io_{column}_total": ROW

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from deploy_files import run
-from harness import REPO, Samples, labels, parse, wait_for
+from harness import REPO, Samples, assert_one_line, labels, parse, wait_for
 from pg_aio_exporter.demo import server as demo_server
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir, free_port
 
@@ -137,12 +137,9 @@ def test_demo_io_uring_without_the_build_says_what_to_do(tmp_path: Path):
         timeout=60,
         check=False,
     )
-    assert result.returncode == 2
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, lines
-    assert "needs PostgreSQL 18 built with liburing" in lines[0]
-    assert "scripts/build-postgres-io-uring.py" in lines[0]
+    assert_one_line(
+        result, 2, "needs PostgreSQL 18 built with liburing", "scripts/build-postgres-io-uring.py"
+    )
 
 
 def test_an_os_user_created_for_the_demo_is_removed(monkeypatch: pytest.MonkeyPatch):

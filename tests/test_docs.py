@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from deploy_files import REPO
-from pg_aio_exporter.expose.selfmetrics import SelfMetrics
-from pg_aio_exporter.poll.errors import INTERNAL, KINDS, UnsupportedServerError, error_kind
+from pg_aio_exporter.expose.selfmetrics import INTERNAL, KINDS, SelfMetrics
+from pg_aio_exporter.poll.errors import UnsupportedServerError, error_kind
 
 pytestmark = pytest.mark.unit
 

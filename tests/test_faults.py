@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,15 +19,14 @@ import psycopg
 import pytest
 
 import pgbins
+from certs import Certs, make_certs
 from faultkit import (
     ERRORS,
     TARGET,
-    Certs,
     Watch,
     assert_fast,
     errors,
     fds,
-    make_ca,
     threads,
     up_is,
 )
@@ -61,12 +59,6 @@ def report(what: str, **numbers: float) -> None:
 
 
 @pytest.fixture(scope="module")
-def certs() -> Iterator[Certs]:
-    with tempfile.TemporaryDirectory() as tmp:
-        yield make_ca(Path(tmp))
-
-
-@pytest.fixture(scope="module")
 def tls() -> Iterator[tuple[LocalServer, Path]]:
     """ssl=on with a certificate from a CA made here; pg_hba accepts TLS connections only.
     Yields the server and its CA certificate. PostgreSQL 18.4 from npm: the 18.6 wheel has
@@ -76,16 +68,17 @@ def tls() -> Iterator[tuple[LocalServer, Path]]:
         hba=("hostssl all all 127.0.0.1/32 trust", "hostnossl all all 0.0.0.0/0 reject"),
     )
     owner = server.root.stat().st_uid  # the OS user PostgreSQL runs as
-    made = make_ca(server.root, owner=owner if owner != 0 else None)
+    made = make_certs(server.root, names=("server",), owner=owner if owner != 0 else None)
+    server_cert, server_key = made.pair("server")
     server.configure(
         {
             "ssl": "on",
-            "ssl_cert_file": f"'{made.server_cert}'",
-            "ssl_key_file": f"'{made.server_key}'",
+            "ssl_cert_file": f"'{server_cert}'",
+            "ssl_key_file": f"'{server_key}'",
         }
     )
     server.start()
-    yield server, made.ca_cert
+    yield server, made.ca
     server.destroy()
 
 
@@ -423,7 +416,7 @@ def test_tls_required_by_the_client_not_offered(pw_server: LocalServer):
 
 def test_verify_full_rejects_another_ca(tls: tuple[LocalServer, Path], certs: Certs):
     server, _ = tls
-    dsn = localhost_dsn(server, sslmode="verify-full", sslrootcert=str(certs.ca_cert))
+    dsn = localhost_dsn(server, sslmode="verify-full", sslrootcert=str(certs.ca))
     exp = Exporter("--dsn", dsn, *FAST)
     try:
         assert_refused(exp, "connection", "certificate verify failed")
@@ -476,7 +469,7 @@ def test_no_password_in_any_output_of_a_failing_run(
     (tmp_path / "pw").write_text(secrets["file"] + "\n")
     passfile = pgpass(tmp_path, f"127.0.0.1:{pw_server.port}:*:pgpassuser:{secrets['pgpass']}")
     dsn_wrong = pw_server.dsn(user="monitor", password=secrets["keyword"])
-    tls_dsn = tls_server.dsn(sslmode="verify-full", sslrootcert=str(certs.ca_cert))
+    tls_dsn = tls_server.dsn(sslmode="verify-full", sslrootcert=str(certs.ca))
     (tmp_path / "c.yaml").write_text(
         "targets:\n"
         f"  - {{name: keyword, dsn: '{dsn_wrong}'}}\n"

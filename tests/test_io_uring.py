@@ -9,7 +9,6 @@ runs io_uring, so none can pass on a server that silently fell back to another i
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,9 +17,18 @@ import psycopg
 import pytest
 
 from conftest import URING_SCAN_TABLES, Uring
-from harness import Exporter, Samples, client_wait, in_flight, labels, observer, wait_for
+from harness import (
+    Exporter,
+    Samples,
+    client_wait,
+    in_flight,
+    labels,
+    observer,
+    scanning,
+    wait_for,
+)
 from iocheck import BULKREAD, check_counters_under_load, check_one_interval, series_key
-from pg_aio_exporter.demo.workload import TABLE, seq_scan
+from pg_aio_exporter.demo.workload import TABLE
 
 POLL = 3.0
 T = labels(target="default")
@@ -69,16 +77,6 @@ def test_io_method_says_io_uring_and_io_worker_metrics_are_absent(uring: Uring, 
     assert no_workers == [], "io_uring starts no io workers: their metrics are absent, not 0"
 
 
-def scanning(
-    dsn: str, table: str, stop: threading.Event, together: threading.Barrier | None = None
-) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        if together is not None:
-            together.wait(30)
-        while not stop.is_set():
-            seq_scan(conn, table)
-
-
 def test_sampler_classifies_io_uring_waits(uring: Uring, exporter: Exporter):
     """Cached data: reads complete while being submitted (AioIoUringSubmit). Slow storage:
     sessions wait in the kernel for their own reads (AioIoUringExecution), and for another
@@ -86,20 +84,7 @@ def test_sampler_classifies_io_uring_waits(uring: Uring, exporter: Exporter):
     of one table synchronize), with readv handles in flight."""
     assert uring.io_method() == "io_uring"
     dsn = uring.server.dsn()
-    stop = threading.Event()
-    clients = [
-        threading.Thread(target=scanning, args=(dsn, table, stop)) for table in URING_SCAN_TABLES
-    ]
-    # Two scans of one table, started together once storage is slow: the second begins where
-    # the first is (synchronize_seqscans) and from then on needs blocks the first is reading.
-    # Started earlier, on fast storage, they drift apart and may never meet again.
-    together = threading.Barrier(2)
-    synchronized = [
-        threading.Thread(target=scanning, args=(dsn, TABLE, stop, together)) for _ in range(2)
-    ]
-    for client in clients:
-        client.start()
-    try:
+    with scanning(dsn, URING_SCAN_TABLES, release=uring.disk.set_limit):
         start = exporter.scrape()
         wait_for(
             lambda: (
@@ -112,9 +97,6 @@ def test_sampler_classifies_io_uring_waits(uring: Uring, exporter: Exporter):
         )
         uring.disk.set_limit(read_bps=SLOW_BPS)
         fast = exporter.scrape()
-        for client in synchronized:
-            client.start()
-
         seen: dict[str, float] = {}
 
         def slow_waits_seen() -> Samples | None:
@@ -128,18 +110,16 @@ def test_sampler_classifies_io_uring_waits(uring: Uring, exporter: Exporter):
                 now if seen["AioIoUringExecution"] > 50 and seen["AioUringCompletion"] > 0 else None
             )
 
-        try:
-            wait_for(slow_waits_seen, 60, "io_uring waits on slow storage", every=0.5)
-        except AssertionError as timeout:
-            raise AssertionError(f"{timeout}; samples since slowed: {seen}") from None
-        # A poll whose whole interval (pg_aio_in_flight_max's window) was on slow storage.
-        slow = exporter.wait_poll(after=time.time() + POLL)
-    finally:
-        stop.set()
-        uring.disk.set_limit()
-        for client in [*clients, *synchronized]:
-            if client.is_alive():
-                client.join(60)
+        # Two scans of one table, started together once storage is slow: the second begins
+        # where the first is (synchronize_seqscans) and from then on needs blocks the first is
+        # reading. Started earlier, on fast storage, they drift apart and may never meet again.
+        with scanning(dsn, (TABLE, TABLE), together=True, release=uring.disk.set_limit):
+            try:
+                wait_for(slow_waits_seen, 60, "io_uring waits on slow storage", every=0.5)
+            except AssertionError as timeout:
+                raise AssertionError(f"{timeout}; samples since slowed: {seen}") from None
+            # A poll whose whole interval (pg_aio_in_flight_max's window) was on slow storage.
+            slow = exporter.wait_poll(after=time.time() + POLL)
     # On slow storage sessions wait for the kernel, not for a submission.
     execution = client_wait(slow, "IO", "AioIoUringExecution") - client_wait(
         fast, "IO", "AioIoUringExecution"

@@ -7,9 +7,10 @@ import asyncio
 import logging
 from typing import Any
 
+import psycopg
 import pytest
 
-from harness import labels, parse
+from harness import Samples, labels, parse, wait_for
 from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.config.targets import target_from_dsn
@@ -77,6 +78,7 @@ def test_poll_errors_start_at_zero_for_every_collector(monkeypatch: pytest.Monke
         assert {(collector, kind) for kind in STATEMENT_KINDS} <= set(errors)
     assert {("connection", kind) for kind in ("connection", "auth", "timeout")} <= set(errors)
     assert {("poll", "internal"), ("sample", "internal")} <= set(errors)
+    assert {(collector, "internal") for collector in ["dummy", *registry.POLL]} <= set(errors)
 
 
 @pytest.mark.unit
@@ -100,12 +102,12 @@ class BrokenCollector(DummyCollector):
 SECRET = "Bug-Leak-9876"
 
 
-def test_a_bug_is_one_round_logged_with_its_traceback_and_no_secret(
+def test_a_bug_is_logged_with_its_traceback_and_no_secret(
     pg18: LocalServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ):
     monkeypatch.setitem(registry.POLL, BrokenCollector.name, BrokenCollector)
 
-    async def guarded_poll() -> tuple[bool, bool]:
+    async def guarded_poll() -> bool:
         selfmetrics = SelfMetrics()
         target = target_from_dsn(pg18.dsn(password=SECRET), name="default")
         worker = TargetWorker(
@@ -117,17 +119,90 @@ def test_a_bug_is_one_round_logged_with_its_traceback_and_no_secret(
             timeout=5,
         )
         try:
-            first = await worker._guarded(worker.poll)
-            monkeypatch.delitem(registry.POLL, BrokenCollector.name)
-            worker._collectors = registry.poll_collectors()
-            return first, await worker._guarded(worker.poll)
+            return await worker._guarded(worker.poll)
         finally:
             await worker._disconnect()
 
     with caplog.at_level(logging.ERROR, logger="pg_aio_exporter"):
-        assert asyncio.run(guarded_poll()) == (False, True)
+        assert asyncio.run(guarded_poll()), "the server was reached: the poll stands"
     (record,) = [r for r in caplog.records if r.getMessage() == "internal error"]
+    assert record.__dict__["collector"] == "dummy"
     err = record.__dict__["err"]
     assert err.startswith("Traceback") and "RuntimeError: boom near password=" in err
     assert "in collect" in err, "the frame of the bug"
     assert SECRET not in err
+
+
+class FailsOnItsSecondPoll(DummyCollector):
+    """Collects once, then raises half-way through its second collect()."""
+
+    def __init__(self) -> None:
+        self.polls = 0
+
+    def collect(self, rows: list[Row], out: MetricSet) -> None:
+        self.polls += 1
+        out.gauge("pg_dummy_polls", "Polls seen.", self.polls)
+        if self.polls > 1:
+            raise RuntimeError("a bug on the second poll")
+        super().collect(rows, out)
+
+
+def test_a_collector_that_raises_costs_only_its_own_series(
+    pg18: LocalServer, monkeypatch: pytest.MonkeyPatch
+):
+    """Its series go (never the last poll's values), the other families are this poll's,
+    pg_up is 1, and the error is counted under its name."""
+    monkeypatch.setitem(registry.POLL, FailsOnItsSecondPoll.name, FailsOnItsSecondPoll)
+    selfmetrics = SelfMetrics()
+
+    async def two_polls() -> tuple[Samples, Samples]:
+        exposition = Exposition(selfmetrics)
+        target = target_from_dsn(pg18.dsn(), name="default")
+        worker = TargetWorker(
+            target, exposition, selfmetrics, poll_interval=30, sample_interval=0, timeout=5
+        )
+
+        def scrape() -> Samples:
+            exposition.render()
+            chunks: list[bytes] = []
+            exposition.body.write(chunks.append)
+            return parse(b"".join(chunks).decode())
+
+        try:
+            assert await worker._guarded(worker.poll)
+            first = scrape()
+            # A value only the second poll can read: this poll's settings, not the last one's.
+            with psycopg.connect(pg18.dsn(), autocommit=True) as conn:
+                conn.execute("ALTER SYSTEM SET maintenance_io_concurrency = 77")
+                conn.execute("SELECT pg_reload_conf()")
+            try:
+                wait_for(lambda: _setting(pg18, "maintenance_io_concurrency") == "77", 5, "reload")
+                assert await worker._guarded(worker.poll)
+            finally:
+                with psycopg.connect(pg18.dsn(), autocommit=True) as conn:
+                    conn.execute("ALTER SYSTEM RESET maintenance_io_concurrency")
+                    conn.execute("SELECT pg_reload_conf()")
+            return first, scrape()
+        finally:
+            await worker._disconnect()
+
+    first, second = asyncio.run(two_polls())
+    default = labels(target="default")
+    assert first["pg_dummy_polls"] == {default: 1}
+    assert "pg_dummy_polls" not in second and "pg_dummy_answer" not in second
+    assert second["pg_up"] == {default: 1}
+    assert second["pg_settings_maintenance_io_concurrency"] == {default: 77}
+    others = {name for name in first if name.startswith("pg_") and "dummy" not in name}
+    assert others - set(second) == set()
+    errors = second["pg_aio_exporter_poll_errors_total"]
+    assert errors[labels(target="default", collector="dummy", kind="internal")] == 1
+    assert errors[labels(target="default", collector="poll", kind="internal")] == 0
+    success = second["pg_aio_exporter_last_poll_success_timestamp_seconds"][default]
+    assert success == first["pg_aio_exporter_last_poll_success_timestamp_seconds"][default]
+
+
+def _setting(server: LocalServer, name: str) -> str:
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        row = conn.execute("SELECT setting FROM pg_settings WHERE name = %s", [name]).fetchone()
+    assert row is not None
+    return str(row[0])

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ import psycopg
 import pytest
 
 import pgbins
-from harness import MONITOR_PASSWORD, wait_for
+from harness import MONITOR_PASSWORD, assert_one_line, scanning, set_io_workers
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import ROWS_PER_MB, Workload, create_table
 from pg_aio_exporter.report import thresholds
@@ -68,48 +68,10 @@ def serious(doc: dict[str, Any]) -> list[str]:
     return [f["id"] for f in doc["findings"] if f["severity"] in ("warning", "critical")]
 
 
-@contextmanager
-def scanning(dsn: str, tables: tuple[str, ...], rows: int | None = SCAN_ROWS) -> Iterator[None]:
-    """One client per table, scanning it sequentially (`rows` of it per transaction) until the
-    block ends."""
-    stop = threading.Event()
-
-    def scan(table: str) -> None:
-        source = table if rows is None else f"(SELECT payload FROM {table} LIMIT {rows}) s"
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("SET max_parallel_workers_per_gather = 0")
-            while not stop.is_set():
-                conn.execute(f"SELECT sum(length(payload)) FROM {source}").fetchone()
-
-    threads = [threading.Thread(target=scan, args=(t,)) for t in tables]
-    for thread in threads:
-        thread.start()
-    try:
-        time.sleep(1)  # every client connected and reading
-        yield
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(60)
-
-
 def sql(server: LocalServer, *statements: str) -> None:
     with psycopg.connect(server.dsn(), autocommit=True) as conn:
         for statement in statements:
             conn.execute(statement)
-
-
-def set_io_workers(server: LocalServer, count: int) -> None:
-    sql(server, f"ALTER SYSTEM SET io_workers = {count}", "SELECT pg_reload_conf()")
-    with psycopg.connect(server.dsn(), autocommit=True) as conn:
-
-        def running() -> bool:
-            row = conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'io worker'"
-            ).fetchone()
-            return row is not None and row[0] == count
-
-        wait_for(running, 10, f"{count} io workers")
 
 
 # --- PostgreSQL 18, healthy storage ------------------------------------------------------------
@@ -275,7 +237,7 @@ def report_while_scanning(
     server, shim = slow
     shim.set_delay(delay_us)
     try:
-        with scanning(server.dsn(), tables, rows):
+        with scanning(server.dsn(), tables, rows=rows, settle=1):
             return report_json("--dsn", server.dsn(), *args)
     finally:
         shim.set_delay(0)
@@ -386,16 +348,6 @@ def test_upgrade_comparison(
 
 
 # --- bad input, unreachable servers ------------------------------------------------------------
-
-
-def assert_one_line(result: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:
-    assert result.returncode == code, result
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "error: " in lines[0]
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    assert result.stdout == ""
 
 
 DSN = "host=127.0.0.1 port=1 user=x"  # valid, never reached: input is checked before connecting

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -12,9 +11,9 @@ import psycopg
 import pytest
 
 from cpu import CpuWatch, Starved, backend_pids
-from harness import Exporter, Samples, client_wait, in_flight, labels, wait_for
+from harness import Exporter, Samples, client_wait, in_flight, labels, scanning, wait_for
 from pg_aio_exporter.demo.server import LocalServer
-from pg_aio_exporter.demo.workload import create_table, seq_scan
+from pg_aio_exporter.demo.workload import create_table
 from proxy import Proxy
 from slowread import ONE_IO_WORKER, SlowReads
 
@@ -39,32 +38,17 @@ def slow_server() -> Iterator[tuple[LocalServer, SlowReads]]:
 TABLES = ("scan_a", "scan_b")
 
 
-def scanning(dsn: str, table: str, stop: threading.Event) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        while not stop.is_set():
-            seq_scan(conn, table)
-
-
 def run_slow_phase(server: LocalServer, shim: SlowReads) -> tuple[Samples, Samples]:
     """Two concurrent sequential scans on slow storage; scrapes before and after 6 s of it."""
     exp = Exporter("--dsn", server.dsn(), "--poll-interval", "2s", "--sample-interval", "100ms")
     shim.set_delay(SLOW_US)
-    stop = threading.Event()
-    clients = [
-        threading.Thread(target=scanning, args=(server.dsn(), table, stop)) for table in TABLES
-    ]
-    for client in clients:
-        client.start()
     try:
-        time.sleep(1)
-        before = exp.wait_poll()
-        time.sleep(6)
-        after = exp.wait_poll()
+        with scanning(server.dsn(), TABLES, settle=1, release=lambda: shim.set_delay(0)):
+            before = exp.wait_poll()
+            time.sleep(6)
+            after = exp.wait_poll()
     finally:
-        stop.set()
         shim.set_delay(0)
-        for client in clients:
-            client.join(30)
         exp.stop()
     return before, after
 

@@ -1,6 +1,7 @@
 """The package's structure: the exposition of a recorded server state is byte for byte what the
 code before the collector registry rendered, a new view is one registry entry, no import cycle,
-and the reserved labels are derived from what the collectors emit."""
+imports go to earlier stages only (docs/architecture.md), and the reserved labels are derived
+from what the collectors emit."""
 
 from __future__ import annotations
 
@@ -125,6 +126,72 @@ def test_import_cycle_check_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(__import__(__name__), "PACKAGE", fake)
     with pytest.raises(AssertionError, match="import cycle"):
         test_no_import_cycle()
+
+
+# docs/architecture.md's stages, lowest first: a module imports only modules of its own stage
+# or of an earlier one (anywhere in the module: a deferred import is an import too).
+STAGES = (
+    (
+        "pg_aio_exporter",
+        "pg_aio_exporter.versions",
+        "pg_aio_exporter.redact",
+        "pg_aio_exporter.logs",
+    ),
+    ("pg_aio_exporter.expose",),
+    ("pg_aio_exporter.collectors",),
+    ("pg_aio_exporter.config",),
+    ("pg_aio_exporter.poll",),
+    ("pg_aio_exporter.web",),
+    ("pg_aio_exporter.report",),
+    ("pg_aio_exporter.app",),
+    ("pg_aio_exporter.demo",),
+    ("pg_aio_exporter.cli", "pg_aio_exporter.__main__"),
+)
+
+
+def _stage(module: str) -> int:
+    """The stage of a module: its own entry, else its package's (the longest match)."""
+    best, stage = "", -1
+    for index, prefixes in enumerate(STAGES):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > len(best):
+                best, stage = prefix, index
+    assert stage >= 0, f"{module} is in no stage of STAGES"
+    return stage
+
+
+def _all_imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name.startswith("pg_aio_exporter")}
+
+
+def test_imports_go_to_earlier_stages_only():
+    backwards = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for imported in sorted(_all_imports(path)):
+            if _stage(imported) > _stage(module):
+                backwards.append(f"{module} imports {imported}")
+    assert backwards == []
+
+
+def test_stage_check_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    fake = tmp_path / "pg_aio_exporter"
+    (fake / "expose").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "expose" / "__init__.py").write_text("")
+    (fake / "expose" / "metricset.py").write_text(
+        "def f():\n    from pg_aio_exporter.poll import worker\n"
+    )
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", fake)
+    with pytest.raises(AssertionError, match=r"expose\.metricset imports pg_aio_exporter\.poll"):
+        test_imports_go_to_earlier_stages_only()
 
 
 @pytest.mark.parametrize("major", recorded.MAJORS)

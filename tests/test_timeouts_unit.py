@@ -88,6 +88,12 @@ def test_client_timeout_leaves_fast_work_alone():
             "connection",
         ),
         (psycopg.OperationalError("FATAL:  sorry, too many clients already"), "connection"),
+        # By SQLSTATE, whatever the text's language.
+        (psycopg.errors.InvalidPassword("Passwort-Authentifizierung fehlgeschlagen"), "auth"),
+        (psycopg.errors.InvalidAuthorizationSpecification("Rolle existiert nicht"), "auth"),
+        (psycopg.errors.TooManyConnections("zu viele Verbindungen"), "connection"),
+        (psycopg.errors.AdminShutdown("Abbruch"), "connection"),
+        (psycopg.errors.UndefinedTable("Relation existiert nicht"), "query"),
     ],
 )
 def test_error_kind_of_faults(exc: BaseException, kind: str):

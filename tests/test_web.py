@@ -18,7 +18,7 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from certs import Certs, make_certs
+from certs import Certs
 from cpu import CpuWatch
 from deploy_files import final_stage, health_port, one, run
 from harness import Exporter, labels
@@ -26,11 +26,6 @@ from pg_aio_exporter.demo.server import LocalServer, free_port
 from pg_aio_exporter.web.server import wants_gzip
 
 PASSWORD = "Scr4pe-Secret-77"
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 def web_config(tmp_path: Path, text: str) -> str:

@@ -70,6 +70,8 @@ async def run_exporter(
         servers.append(_listen(options.health_listen, serve_health))
         health_host, health_port = options.health_listen
         health = {"health_address": f"{health_host or '*'}:{health_port}"}
+    for warning in options.web.warnings:
+        log.warning(warning)
     log.info(
         "listening",
         extra={

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
@@ -110,6 +111,14 @@ class ActivityCollector:
         if seen.hidden:
             return f"{seen.hidden} processes hidden from this role: grant it pg_monitor"
         return None
+
+    def totals(self) -> dict[str, Any]:
+        return {
+            "wait_samples": dict(self.wait_events),
+            "io_workers": self.io_workers,
+            "io_worker_slots": self.slots,
+            "io_worker_busy": self.busy,
+        }
 
     def roll_window(self) -> None:
         window, self._window = self._window, _Window()

@@ -51,3 +51,7 @@ class SampleCollector(Collector, Protocol):
     def collect_counters(self, out: MetricSet) -> None: ...
 
     def collect_gauges(self, out: MetricSet) -> None: ...
+
+    def totals(self) -> dict[str, Any]:
+        """What it has counted since it was created, by name (the fields of the report's
+        summary.Activity): what the worker hands its tap after each sample."""

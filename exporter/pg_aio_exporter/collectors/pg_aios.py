@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
@@ -69,6 +70,9 @@ class PgAiosCollector:
             self._window_max[operation] = max(self._window_max[operation], count)
             self.peak[operation] = max(self.peak[operation], count)
         return None
+
+    def totals(self) -> dict[str, Any]:
+        return {"in_flight": dict(self.in_flight), "in_flight_max": dict(self.peak)}
 
     def roll_window(self) -> None:
         window_max, self._window_max = self._window_max, Counter()

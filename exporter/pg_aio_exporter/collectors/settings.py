@@ -7,33 +7,64 @@ row, so its metric is simply absent: no version gate is needed here.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG10
 
-# setting -> metric. Memory settings are converted to bytes (the metric name says so).
-SETTINGS = {
-    "io_workers": "pg_settings_io_workers",
-    "effective_io_concurrency": "pg_settings_effective_io_concurrency",
-    "maintenance_io_concurrency": "pg_settings_maintenance_io_concurrency",
-    "io_max_concurrency": "pg_settings_io_max_concurrency",
-    "io_combine_limit": "pg_settings_io_combine_limit_bytes",
-    "io_max_combine_limit": "pg_settings_io_max_combine_limit_bytes",
-    "shared_buffers": "pg_settings_shared_buffers_bytes",
-    "track_io_timing": "pg_settings_track_io_timing",
-    "track_wal_io_timing": "pg_settings_track_wal_io_timing",
-}
+
+@dataclass(frozen=True)
+class Setting:
+    """One AIO-relevant setting. This list is the one the collector, the report, the dashboards
+    (dashboards/generate.py) and the alert rules (alerts/generate.py) read."""
+
+    name: str  # in pg_settings
+    unit: str  # "count", "bytes" (memory, converted) or "bool" (0/1)
+    # Its changes are annotated on the dashboards and alerted on (PgAioSettingChanged).
+    watched: bool = True
+    # It shapes how large reads get and how many are in flight: the report quotes it when
+    # PostgreSQL 18's reads look smaller or slower than they should.
+    combining: bool = False
+
+    @property
+    def metric(self) -> str:
+        return f"pg_settings_{self.key}"
+
+    @property
+    def key(self) -> str:
+        """The metric's name without pg_settings_: the report's key (bytes say so)."""
+        return f"{self.name}_bytes" if self.unit == "bytes" else self.name
+
+
+AIO_SETTINGS = (
+    Setting("io_workers", "count"),
+    Setting("effective_io_concurrency", "count", combining=True),
+    Setting("maintenance_io_concurrency", "count"),
+    Setting("io_max_concurrency", "count", combining=True),
+    Setting("io_combine_limit", "bytes", combining=True),
+    Setting("io_max_combine_limit", "bytes"),
+    Setting("shared_buffers", "bytes", combining=True),
+    Setting("track_io_timing", "bool"),
+    Setting("track_wal_io_timing", "bool", watched=False),
+)
 ENUM_SETTINGS = {"io_method": "pg_aio_io_method"}
 
 _MEMORY_UNIT = re.compile(r"^(\d*)(B|kB|MB|GB|TB)$")
 _UNIT_BYTES = {"B": 1, "kB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
 
-_NAMES = ", ".join(f"'{name}'" for name in sorted([*SETTINGS, *ENUM_SETTINGS]))
-SQL = (
-    "SELECT name, setting, unit, vartype, enumvals, pending_restart FROM pg_settings"
-    f" WHERE name IN ({_NAMES}) OR pending_restart"
-)
+
+def by_name() -> dict[str, Setting]:
+    """AIO_SETTINGS by pg_settings name, read when called (a test may extend the list)."""
+    return {s.name: s for s in AIO_SETTINGS}
+
+
+def sql() -> str:
+    names = ", ".join(f"'{name}'" for name in sorted([*by_name(), *ENUM_SETTINGS]))
+    return (
+        "SELECT name, setting, unit, vartype, enumvals, pending_restart FROM pg_settings"
+        f" WHERE name IN ({names}) OR pending_restart"
+    )
 
 
 def setting_value(setting: str, unit: str | None, vartype: str) -> float:
@@ -53,9 +84,10 @@ class SettingsCollector:
     labels = ("name", *ENUM_SETTINGS)
 
     def query(self, version_num: int) -> str | None:
-        return SQL
+        return sql()
 
     def collect(self, rows: list[Row], out: MetricSet) -> None:
+        settings = by_name()
         for row in rows:
             name = row["name"]
             if row["pending_restart"]:
@@ -65,9 +97,9 @@ class SettingsCollector:
                     1.0,
                     name=name,
                 )
-            if name in SETTINGS:
+            if name in settings:
                 out.gauge(
-                    SETTINGS[name],
+                    settings[name].metric,
                     f"PostgreSQL setting {name} (base units).",
                     setting_value(row["setting"], row["unit"], row["vartype"]),
                 )

@@ -92,3 +92,13 @@ class MetricSet:
 
     def families(self) -> list[Family]:
         return list(self._families.values())
+
+    def add(self, other: MetricSet) -> None:
+        """Append `other`'s samples (a collector's, collected apart so that a collector that
+        fails half-way leaves nothing behind)."""
+        for name, family in other._families.items():
+            mine = self._families.get(name)
+            if mine is None:
+                self._families[name] = family
+            else:
+                mine.lines += family.lines

@@ -17,8 +17,11 @@ from prometheus_client import CollectorRegistry, ProcessCollector, generate_late
 
 from pg_aio_exporter import __version__
 from pg_aio_exporter.expose.metricset import header, number, series, value
-from pg_aio_exporter.poll.errors import KINDS
 
+# The `kind` values of pg_aio_exporter_poll_errors_total: poll/errors.py tells them apart, and
+# "internal" is a bug in a collector or a poll or sample round.
+KINDS = ("connection", "auth", "timeout", "privilege", "query", "unsupported", "internal")
+INTERNAL = "internal"
 # Every label name of the exporter's own series (a target's extra labels must not shadow them).
 LABELS = ("collector", "kind", "le", "python_version", "target", "version")
 POLL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

@@ -16,7 +16,7 @@ import time
 import traceback
 import zlib
 from collections.abc import Awaitable, Callable, Collection
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import psycopg
 from psycopg.conninfo import make_conninfo
@@ -27,9 +27,8 @@ from pg_aio_exporter.collectors.base import Collector, PollCollector, Row
 from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.metricset import MetricSet
-from pg_aio_exporter.expose.selfmetrics import SelfMetrics
+from pg_aio_exporter.expose.selfmetrics import INTERNAL, SelfMetrics
 from pg_aio_exporter.poll.errors import (
-    INTERNAL,
     PasswordSourceError,
     UnsupportedServerError,
     error_kind,
@@ -80,10 +79,13 @@ def poll_phase(name: str, interval: float) -> float:
 
 
 class Tap(Protocol):
-    """A listener beside the exposition (the report): each poll collector's rows as read, and
-    every failure the worker records."""
+    """A listener beside the exposition (the report): each poll collector's rows as read, the
+    sample collectors' totals after each sample, and every failure the worker records."""
 
     def polled(self, collector: str, rows: list[Row], read_at: float) -> None: ...
+
+    def sampled(self, samples: int, totals: dict[str, Any]) -> None:
+        """`samples` taken so far; every sample collector's totals() in one mapping."""
 
     def failed(self, collector: str, kind: str, message: str) -> None: ...
 
@@ -92,7 +94,7 @@ class TargetWorker:
     def __init__(
         self,
         target: Target,
-        exposition: Exposition,
+        exposition: Exposition | None,
         selfmetrics: SelfMetrics,
         *,
         poll_interval: float,
@@ -100,10 +102,13 @@ class TargetWorker:
         timeout: float,
         collectors: Collection[str] | None = None,
         tap: Tap | None = None,
+        logger: logging.Logger = log,
     ) -> None:
-        """`sample_interval` 0 turns sampling off; `collectors` names the enabled ones (all
-        when None); `tap` listens beside the exposition."""
+        """`exposition` None publishes nothing (the report reads the tap only);
+        `sample_interval` 0 turns sampling off; `collectors` names the enabled ones (all
+        when None); `tap` listens beside the exposition; `logger` gets its log lines."""
         self.target = target
+        self._log = logger
         self._exposition = exposition
         self._self = selfmetrics
         self._poll_interval = poll_interval
@@ -123,7 +128,8 @@ class TargetWorker:
         sampling = self._sampler.collectors if self._sampler is not None else []
         rounds = ["poll", "sample"] if self._sampler is not None else ["poll"]
         names = [c.name for c in [*self._collectors, *sampling]]
-        for collector, kind in known_failures(names, rounds):
+        polled = [c.name for c in self._collectors]
+        for collector, kind in known_failures(names, rounds, isolated=polled):
             selfmetrics.poll_errors.labels(target.name, collector, kind)
         self._password: str | None = None  # the last one read from the target's password source
 
@@ -196,16 +202,24 @@ class TargetWorker:
         """Run a poll or sample; a bug in either must cost one round, not the target's loop."""
         try:
             return await step()
-        except Exception:
-            # The traceback is what a bug report needs; the log formats render fields only.
-            log.error(
-                "internal error",
-                extra=self._log_fields(step=step.__name__, err=self._scrub(traceback.format_exc())),
-            )
-            self._self.poll_errors.labels(self.target.name, step.__name__, INTERNAL).inc()
+        except Exception as exc:
+            self._internal_error(step.__name__, exc, step.__name__)
             await self._disconnect()
             self._publish_samples(current=False)
             return False
+
+    def _internal_error(self, collector: str, exc: Exception, step: str) -> None:
+        """A bug, in a collector or in a poll or sample step (then `collector` is the step)."""
+        # The traceback is what a bug report needs; the log formats render fields only.
+        trace = "".join(traceback.format_exception(exc))
+        self._log.error(
+            "internal error",
+            extra=self._log_fields(step=step, collector=collector, err=self._scrub(trace)),
+        )
+        self._self.poll_errors.labels(self.target.name, collector, INTERNAL).inc()
+        if self._tap is not None:
+            message = self._scrub(str(exc).strip().split("\n")[0] or type(exc).__name__)
+            self._tap.failed(collector, INTERNAL, message)
 
     async def _connect(self) -> Connection:
         if self._conn is not None:
@@ -240,7 +254,7 @@ class TargetWorker:
                 await conn.close()
                 raise
         self._conn = conn
-        log.info("connected", extra=self._log_fields(server_version=conn.info.server_version))
+        self._log.info("connected", extra=self._log_fields(server_version=conn.info.server_version))
         return conn
 
     def _queries(self, version: int) -> list[str]:
@@ -270,20 +284,20 @@ class TargetWorker:
             self._tap.failed(collector, kind, message)
         if self._failing.get(collector) != kind:
             self._failing[collector] = kind
-            log.error(
+            self._log.error(
                 f"{what} failed",
                 extra=self._log_fields(collector=collector, kind=kind, err=message),
             )
 
     def _succeeded(self, collector: str) -> None:
         if self._failing.pop(collector, None) is not None:
-            log.info(f"{collector} recovered", extra=self._log_fields(collector=collector))
+            self._log.info(f"{collector} recovered", extra=self._log_fields(collector=collector))
 
     def _log_unsupported(self, version: int) -> None:
         missing = [c for c in self._collectors if c.query(version) is None]
         if missing and not self._unsupported_logged:
             self._unsupported_logged = True
-            log.warning(
+            self._log.warning(
                 "; ".join(
                     f"{c.name} not exported: needs PostgreSQL {c.since // 10000} or newer"
                     for c in missing
@@ -318,7 +332,7 @@ class TargetWorker:
             await self._disconnect()
             self._record_failure("connection", exc)
             out.gauge("pg_up", PG_UP_HELP, 0.0)
-            self._exposition.publish(self.target.name, "poll", out.families())
+            self._publish("poll", out)
             return False
         round_trip = time.perf_counter()
         self._succeeded("connection")
@@ -328,9 +342,17 @@ class TargetWorker:
                 all_ok = False
                 self._record_failure(collector.name, result)
                 continue
-            self._succeeded(collector.name)
             collected = time.perf_counter()
-            collector.collect(result, out)
+            own_set = MetricSet(self._base_labels)
+            try:
+                collector.collect(result, own_set)
+            except Exception as exc:
+                # A bug in one collector costs its own series for this poll, nothing else.
+                all_ok = False
+                self._internal_error(collector.name, exc, "poll")
+                continue
+            out.add(own_set)
+            self._succeeded(collector.name)
             own = time.perf_counter() - collected
             self._self.poll_duration.labels(self.target.name, collector.name).observe(
                 round_trip - started + own
@@ -340,7 +362,7 @@ class TargetWorker:
         out.gauge("pg_up", PG_UP_HELP, 1.0)
         if all_ok:
             self._self.last_poll_success.labels(self.target.name).set(read_at)
-        self._exposition.publish(self.target.name, "poll", out.families())
+        self._publish("poll", out)
         return True
 
     async def sample(self) -> bool:
@@ -382,6 +404,9 @@ class TargetWorker:
                 self._report(collector.name, "privilege", hidden, "sample")
             else:
                 self._succeeded(collector.name)
+        if self._tap is not None:
+            totals = {k: v for c in sampler.collectors for k, v in c.totals().items()}
+            self._tap.sampled(sampler.samples, totals)
         self._publish_samples(current=True)
         return True
 
@@ -390,7 +415,11 @@ class TargetWorker:
             return
         out = MetricSet(self._base_labels)
         self._sampler.collect(out, current=current)
-        self._exposition.publish(self.target.name, "sample", out.families())
+        self._publish("sample", out)
+
+    def _publish(self, part: str, out: MetricSet) -> None:
+        if self._exposition is not None:
+            self._exposition.publish(self.target.name, part, out.families())
 
 
 C = TypeVar("C", bound=Collector)

@@ -14,17 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pg_aio_exporter.collectors import settings as aio_settings
 from pg_aio_exporter.report import units
 from pg_aio_exporter.report.summary import BLOCK_BYTES, Summary
 from pg_aio_exporter.report.thresholds import SEVERITIES, Thresholds
 
 BULK_READS = ("relation", "bulkread")  # object, context of large sequential scans
-COMBINING_SETTINGS = (
-    "io_combine_limit_bytes",
-    "io_max_concurrency",
-    "effective_io_concurrency",
-    "shared_buffers_bytes",
-)
 
 
 @dataclass(frozen=True)
@@ -486,9 +481,17 @@ def reads_not_combined(ctx: Context) -> Finding | None:
         "warning",
         f"Sequential scans read {shown}: PostgreSQL 18 does not combine blocks here, so the AIO"
         " gain is lost.",
-        {"rows": rows, **{name: settings.get(name) for name in COMBINING_SETTINGS}},
+        {
+            "rows": rows,
+            **{s.key: settings.get(s.key) for s in aio_settings.AIO_SETTINGS if s.combining},
+        },
         _why_not_combined(settings),
     )
+
+
+def _combining(settings: Mapping[str, float]) -> dict[str, float | None]:
+    """The settings that shape read combining, from the collector's list, as measured."""
+    return {s.key: settings.get(s.key) for s in aio_settings.AIO_SETTINGS if s.combining}
 
 
 def _why_not_combined(settings: Mapping[str, float]) -> str:

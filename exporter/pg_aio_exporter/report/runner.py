@@ -11,16 +11,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from pg_aio_exporter.collectors import pg_stat_io, server, settings
-from pg_aio_exporter.collectors.activity import ActivityCollector
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.collectors.intervals import ReadWindow
-from pg_aio_exporter.collectors.pg_aios import PgAiosCollector
 from pg_aio_exporter.config.targets import Target
-from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
-from pg_aio_exporter.poll.sampler import Sampler
 from pg_aio_exporter.poll.worker import TargetWorker
 from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
 
@@ -42,17 +39,24 @@ CAUSES = {
 }
 
 
+# The worker's log lines go nowhere: the report states each failure itself. A logger of its
+# own, outside the logging tree, so that no other logger of the process is touched.
+QUIET = logging.Logger("pg_aio_exporter.report.quiet", logging.CRITICAL + 1)
+
+
 class Unreachable(Exception):
     """The server could not be reached or the role could not log in; str() is one line."""
 
 
 class Recorder:
-    """The tap: what the window's polls read, and what failed."""
+    """The tap: what the window's polls read, what the samples counted, and what failed."""
 
     def __init__(self) -> None:
         self.reads = ReadWindow()
         self.server_rows: list[Row] = []
         self.settings_rows: list[Row] = []
+        self.samples = 0
+        self.totals: dict[str, Any] = {}  # the sample collectors', by summary.Activity field
         self.failures: dict[str, tuple[str, str]] = {}  # collector -> kind, the last message
 
     def start(self) -> None:
@@ -69,6 +73,12 @@ class Recorder:
         elif collector == settings.SettingsCollector.name:
             self.settings_rows = rows
 
+    def sampled(self, samples: int, totals: dict[str, Any]) -> None:
+        self.samples, self.totals = samples, totals
+
+    def activity(self, sample_interval: float) -> Activity:
+        return Activity(samples=self.samples, sample_interval=sample_interval, **self.totals)
+
     def failed(self, collector: str, kind: str, message: str) -> None:
         self.failures[collector] = (kind, message)
 
@@ -82,12 +92,13 @@ def server_facts(server_rows: list[Row], settings_rows: list[Row]) -> ServerFact
     version = server_rows[0]
     values: dict[str, float] = {}
     io_method, io_methods, pending = None, (), []
+    aio_settings = settings.by_name()
     for row in settings_rows:
         name = row["name"]
         if row["pending_restart"]:
             pending.append(name)
-        if name in settings.SETTINGS:
-            key = settings.SETTINGS[name].removeprefix("pg_settings_")
+        if name in aio_settings:
+            key = aio_settings[name].key
             values[key] = settings.setting_value(row["setting"], row["unit"], row["vartype"])
         elif name == "io_method":
             io_method, io_methods = row["setting"], tuple(row["enumvals"] or [row["setting"]])
@@ -101,25 +112,10 @@ def server_facts(server_rows: list[Row], settings_rows: list[Row]) -> ServerFact
     )
 
 
-def activity(sampler: Sampler, sample_interval: float) -> Activity:
-    waits = next(c for c in sampler.collectors if isinstance(c, ActivityCollector))
-    aios = next(c for c in sampler.collectors if isinstance(c, PgAiosCollector))
-    return Activity(
-        samples=sampler.samples,
-        sample_interval=sample_interval,
-        wait_samples=dict(waits.wait_events),
-        io_workers=waits.io_workers,
-        io_worker_slots=waits.slots,
-        io_worker_busy=waits.busy,
-        in_flight=dict(aios.in_flight),
-        in_flight_max=dict(aios.peak),
-    )
-
-
-async def _report_progress(sampler: Sampler, end: float, progress: Progress) -> None:
+async def _report_progress(recorder: Recorder, end: float, progress: Progress) -> None:
     loop = asyncio.get_running_loop()
     while True:
-        progress(max(0.0, end - loop.time()), sampler.samples)
+        progress(max(0.0, end - loop.time()), recorder.samples)
         await asyncio.sleep(PROGRESS_EVERY)
 
 
@@ -133,21 +129,17 @@ async def measure(
 ) -> Summary:
     """Watch `target` for `duration` seconds. Raises Unreachable when the first connection
     fails; later failures are in the summary's not_visible."""
-    # The worker logs each failure; the report states them itself.
-    logging.getLogger("pg_aio_exporter").setLevel(logging.CRITICAL)
     recorder = Recorder()
-    selfmetrics = SelfMetrics()
     worker = TargetWorker(
         target,
-        Exposition(selfmetrics),
-        selfmetrics,
+        None,  # nothing is served: the report reads the tap
+        SelfMetrics(),
         poll_interval=POLL_EVERY,
         sample_interval=sample_interval,
         timeout=timeout,
         tap=recorder,
+        logger=QUIET,
     )
-    sampler = worker.sampler
-    assert sampler is not None, "the report always samples"
     # The first poll connects (its failure, scrubbed and classified by the worker, is the
     # report's). A new connection reads some 70 catalog blocks, and its first statements a few
     # more: poll, wait, poll, and they are in pg_stat_io before the window's first poll.
@@ -161,7 +153,7 @@ async def measure(
     end = loop.time() + duration
     shown = None
     if progress is not None:
-        shown = asyncio.create_task(_report_progress(sampler, end, progress))
+        shown = asyncio.create_task(_report_progress(recorder, end, progress))
     try:
         await worker.run(until=end)
     finally:
@@ -183,7 +175,7 @@ async def measure(
         rows=recorder.reads.rows,
         read_seconds=recorder.reads.seconds,
         timed=recorder.reads.timed,
-        activity=activity(sampler, sample_interval),
+        activity=recorder.activity(sample_interval),
         resets=tuple(recorder.reads.resets),
         restarts=recorder.reads.restarts,
         not_visible=tuple(unseen),

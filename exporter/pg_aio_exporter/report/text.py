@@ -6,6 +6,7 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
+from pg_aio_exporter.collectors import settings as aio_settings
 from pg_aio_exporter.collectors.intervals import LabelKey
 from pg_aio_exporter.report import units
 from pg_aio_exporter.report.compare import RowComparison
@@ -17,16 +18,6 @@ WIDTH = 100
 TOP_WAITS = 8
 INDENT = "  "
 
-# setting key (ServerFacts.settings) -> how it is shown
-SETTINGS = (
-    ("io_workers", "io_workers", units.count),
-    ("effective_io_concurrency", "effective_io_concurrency", units.count),
-    ("maintenance_io_concurrency", "maintenance_io_concurrency", units.count),
-    ("io_combine_limit_bytes", "io_combine_limit", units.size),
-    ("io_max_combine_limit_bytes", "io_max_combine_limit", units.size),
-    ("io_max_concurrency", "io_max_concurrency", units.count),
-    ("shared_buffers_bytes", "shared_buffers", units.size),
-)
 FIGURE_NAMES = {
     "seconds_per_byte": ("wait per MiB", units.per_mib),
     "seconds_per_read": ("wait per read", units.ms),
@@ -86,10 +77,12 @@ def _evidence_value(name: str, value: Any) -> str:
 def _server(server: ServerFacts) -> list[str]:
     method = server.io_method or "none (no AIO before PostgreSQL 18)"
     accepted = f" (this build accepts {', '.join(server.io_methods)})" if server.io_methods else ""
+    # The collector's list of AIO settings, but the on/off switches: track_io_timing is
+    # stated on its own.
     settings = [
-        f"{label} {show(server.settings[key])}"
-        for key, label, show in SETTINGS
-        if key in server.settings
+        f"{s.name} {(units.size if s.unit == 'bytes' else units.count)(server.settings[s.key])}"
+        for s in aio_settings.AIO_SETTINGS
+        if s.unit != "bool" and s.key in server.settings
     ]
     settings.append(f"track_io_timing {'on' if server.track_io_timing else 'off'}")
     pending = ", ".join(server.pending_restart) or "none"

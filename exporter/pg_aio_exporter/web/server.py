@@ -6,10 +6,12 @@ import html
 import logging
 import re
 import socket
+import ssl
 import sys
 import threading
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import urlsplit
 
 from pg_aio_exporter import __version__
@@ -98,14 +100,40 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = 30  # a client that stalls (or a TLS handshake that never ends) frees its thread
 
+    def handle(self) -> None:
+        sans = self.server.web.allowed_sans
+        if sans and not self._client_allowed(sans):
+            return  # hung up on, as the toolkit ends the handshake
+        super().handle()
+
+    def _client_allowed(self, sans: frozenset[str]) -> bool:
+        """The client certificate (verified: client_allowed_sans needs it) names one of
+        `sans` among its Subject Alternative Names (DNS, IP, e-mail or URI)."""
+        connection = self.connection
+        assert isinstance(connection, ssl.SSLSocket)
+        connection.do_handshake()
+        cert = connection.getpeercert() or {}
+        entries: Any = cert.get("subjectAltName", ())  # ((type, value), ...)
+        names = {str(value) for _, value in entries}
+        if names & sans:
+            return True
+        log.debug(
+            "client certificate refused: no allowed SAN",
+            extra={"client": self.client_address[0], "sans": ",".join(sorted(names))},
+        )
+        return False
+
     def do_HEAD(self) -> None:
         self.do_GET()  # the same status and headers; no body is written
 
     def do_GET(self) -> None:
         path = urlsplit(self.path).path
         auth = self.server.web.auth
+        limit = self.server.web.rate_limit
+        if limit is not None and not limit.allow():
+            self._send(429, "text/plain; charset=utf-8", b"too many requests\n")
         # /healthz stays open for liveness probes; it says nothing but "ok".
-        if (
+        elif (
             auth is not None
             and path != "/healthz"
             and not auth.check(self.headers["Authorization"])
@@ -159,6 +187,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Encoding", encoding)
         for name, value in (extra or {}).items():
             self.send_header(name, value)
+        for name, value in self.server.web.headers:
+            self.send_header(name, value)
         self.end_headers()
 
     def log_message(self, format: str, *args: object) -> None:
@@ -208,5 +238,6 @@ def serve(
 def serve_health(address: tuple[str, int]) -> ThreadingHTTPServer:
     """The plain /healthz listener, in a background thread; OSError when the port is taken."""
     server = _start(address, _HealthHandler)
+    server.web = WebConfig()  # plain, open, no extra headers: for probes
     threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
     return server

@@ -1,0 +1,105 @@
+"""The metric contract the tests hold the exporter to: docs/metrics.md, the users' own list.
+
+Every metric named in the first column of a table of docs/metrics.md is part of the contract;
+a name ending in `_total` is a counter, a row whose meaning starts with "histogram" a histogram.
+What the docs cannot say in a table is when a metric may be absent for a reason that is no
+defect; that is the groups below, each checked against the docs so that it cannot drift.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
+
+# Shown only when their condition occurs: never required.
+OPTIONAL = frozenset(
+    {
+        "pg_settings_pending_restart",
+        "pg_aio_exporter_poll_errors_total",  # starts at 0 per pair, but only for known pairs
+        "pg_aio_in_flight_samples_total",
+        "pg_aio_in_flight_bytes_samples_total",
+        "pg_aio_in_flight_max",
+        "pg_aio_exporter_sample_stalls_total",
+    }
+)
+# Per-interval gauges: present after two polls with reads in between.
+INTERVALS = frozenset(
+    {
+        "pg_aio_read_latency_seconds",
+        "pg_aio_read_seconds_per_byte",
+        "pg_aio_read_size_bytes",
+        "pg_aio_hit_ratio",
+    }
+)
+# Present once the sampler has run while work was going on (io workers: io_method=worker).
+SAMPLER = frozenset(
+    {
+        "pg_aio_sampler_samples_total",
+        "pg_aio_wait_event_samples_total",
+        "pg_aio_io_workers",
+        "pg_aio_io_worker_busy_samples_total",
+        "pg_aio_io_worker_samples_total",
+        "pg_aio_io_worker_utilization_ratio",
+        "pg_aio_exporter_sample_duration_seconds",
+        "pg_aio_exporter_sample_overruns_total",
+    }
+)
+GROUPS = {"optional": OPTIONAL, "intervals": INTERVALS, "sampler": SAMPLER}
+
+_ROW = re.compile(r"^\|(?P<names>[^|]*)\|(?P<meaning>[^|]*)")
+_NAME = re.compile(r"`(pg_[a-z0-9_]+)")
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    kind: str  # counter, histogram, or gauge (anything else: info, state set, untyped)
+
+    @property
+    def group(self) -> str:
+        return next((g for g, names in GROUPS.items() if self.name in names), "core")
+
+
+def metrics(doc: Path = DOC) -> list[Metric]:
+    """Every metric docs/metrics.md lists in a table, in the order listed."""
+    found: dict[str, Metric] = {}
+    for line in doc.read_text().splitlines():
+        row = _ROW.match(line)
+        if row is None:
+            continue
+        histogram = row["meaning"].strip().startswith("histogram")
+        for name in _NAME.findall(row["names"]):
+            kind = "counter" if name.endswith("_total") else "histogram" if histogram else "gauge"
+            found.setdefault(name, Metric(name, kind))
+    return list(found.values())
+
+
+def exposed_types(body: str) -> dict[str, str]:
+    """Family name as declared by its TYPE line (counters with their _total) -> its type."""
+    types = {}
+    for line in body.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(maxsplit=3)
+            counter = kind == "counter" and not name.endswith("_total")
+            types[name + "_total" if counter else name] = kind
+    return types
+
+
+def problems(body: str, required: Collection[str] = ("core",), doc: Path = DOC) -> list[str]:
+    """Each contract metric of a required group that the exposition `body` lacks or types
+    differently from the contract, one line each; empty when it meets the contract."""
+    types = exposed_types(body)
+    found = []
+    for metric in metrics(doc):
+        if metric.group not in ("core", *required):
+            continue
+        exposed = types.get(metric.name)
+        if exposed is None:
+            found.append(f"MISSING {metric.group} {metric.name}")
+        elif metric.kind in ("counter", "histogram") and exposed != metric.kind:
+            found.append(f"WRONG-TYPE {metric.name}: {exposed}, want {metric.kind}")
+    return found
