@@ -60,7 +60,7 @@ io-uring-server: $(STAMP)
 # The suite's files spread over parallel workers, one file to a worker (its servers and
 # stacks are the file's own): most of a file's time is spent waiting for Prometheus windows,
 # pgbench runs and reports, which overlap. Measured in README "Tests".
-PYTEST_PARALLEL := -n 4 --dist loadfile
+PYTEST_PARALLEL := -n 3 --dist loadfile
 
 # Each step timed (wall, CPU, the host's steal) by scripts/phases.py, a table at the end.
 PHASE := $(PYTHON) scripts/phases.py
@@ -72,13 +72,8 @@ test:
 	@$(PHASE) run venv -- $(SUBMAKE) $(STAMP)
 	@$(PHASE) run io-uring-server -- $(SUBMAKE) io-uring-server
 	@$(PHASE) run lint -- $(SUBMAKE) lint
-	@# The unit tests at the lowest versions run beside the suite, which mostly waits on servers
-	@# and windows; their output is shown when both have ended.
-	@mkdir -p .cache; \
-	$(PHASE) run unit-lowest -- $(SUBMAKE) unit-lowest > .cache/unit-lowest.log 2>&1 & lowest=$$!; \
-	$(PHASE) run pytest -- $(BIN)/pytest $(PYTEST_PARALLEL) -m "not exclusive"; suite=$$?; \
-	wait $$lowest; lowest_code=$$?; tail -n 25 .cache/unit-lowest.log; \
-	[ $$suite = 0 ] && [ $$lowest_code = 0 ]
+	@$(PHASE) run unit-lowest -- $(SUBMAKE) unit-lowest
+	@$(PHASE) run pytest -- $(BIN)/pytest $(PYTEST_PARALLEL) -m "not exclusive"
 	@$(PHASE) run pytest-alone -- $(BIN)/pytest -m exclusive
 	@$(PHASE) summary
 

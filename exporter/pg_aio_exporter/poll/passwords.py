@@ -5,6 +5,7 @@ a rotated password or a short-lived token (an RDS IAM token lasts 15 minutes) ne
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 from pathlib import Path
 
@@ -46,7 +47,8 @@ async def _run(source: PasswordSource) -> str:
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), source.timeout)
     except TimeoutError:
-        proc.kill()
+        with contextlib.suppress(ProcessLookupError):  # it may have ended since the timeout
+            proc.kill()
         await proc.wait()
         raise PasswordSourceError(
             f"password_command {name} timed out after {source.timeout:g}s"
