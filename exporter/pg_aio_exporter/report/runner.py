@@ -12,8 +12,14 @@ import logging
 import time
 from collections.abc import Callable
 
-from pg_aio_exporter.collectors import pg_stat_io, server, settings
-from pg_aio_exporter.collectors.activity import ActivityCollector
+from pg_aio_exporter.collectors import (
+    pg_stat_database,
+    pg_stat_io,
+    pg_stat_statements,
+    server,
+    settings,
+)
+from pg_aio_exporter.collectors.activity import CLIENT, ActivityCollector
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.collectors.intervals import ReadWindow
 from pg_aio_exporter.collectors.pg_aios import PgAiosCollector
@@ -23,6 +29,7 @@ from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 from pg_aio_exporter.poll.sampler import Sampler
 from pg_aio_exporter.poll.worker import TargetWorker
 from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
+from pg_aio_exporter.report.workload import KEPT, StatementWindow, Workload
 
 # pg_stat_io is read this often within the window (and at its end): a stats reset or restart
 # then costs one interval, not the window. One poll costs the server about what 2 samples do.
@@ -54,10 +61,12 @@ class Recorder:
         self.server_rows: list[Row] = []
         self.settings_rows: list[Row] = []
         self.failures: dict[str, tuple[str, str]] = {}  # collector -> kind, the last message
+        self.statements = WorkloadWindow()
 
     def start(self) -> None:
         """Forget the reads seen so far: the window starts now."""
         self.reads = ReadWindow()
+        self.statements = WorkloadWindow()
 
     def polled(self, collector: str, rows: list[Row], read_at: float) -> None:
         if collector == pg_stat_io.PgStatIoCollector.name:
@@ -68,6 +77,11 @@ class Recorder:
             self.server_rows = rows
         elif collector == settings.SettingsCollector.name:
             self.settings_rows = rows
+            self.statements.polls += 1
+        elif collector == pg_stat_statements.PgStatStatementsCollector.name:
+            self.statements.observe_statements(rows)
+        elif collector == pg_stat_database.PgStatDatabaseCollector.name:
+            self.statements.observe_databases(rows, read_at)
 
     def failed(self, collector: str, kind: str, message: str) -> None:
         self.failures[collector] = (kind, message)
@@ -76,6 +90,65 @@ class Recorder:
         kind, message = self.failures.get("connection", ("connection", "no poll succeeded"))
         cause = CAUSES.get(kind, "server unreachable")
         return Unreachable(f"cannot connect to {target.address}: {cause}: {message}")
+
+
+class WorkloadWindow:
+    """The window's statements (first and last poll) and transactions, for workload time."""
+
+    def __init__(self) -> None:
+        self.first: dict[pg_stat_statements.StatementKey, pg_stat_statements.Statement] | None = (
+            None
+        )
+        self.last: dict[pg_stat_statements.StatementKey, pg_stat_statements.Statement] = {}
+        self.hidden = 0
+        self.work: list[tuple[pg_stat_database.DatabaseWork, float]] = []  # first, last
+        self.polls = 0  # polls since the window started: the report's own transactions
+
+    def observe_statements(self, rows: list[Row]) -> None:
+        self.last = pg_stat_statements.statements(rows)
+        self.hidden = pg_stat_statements.hidden(rows)
+        if self.first is None:
+            self.first = self.last
+
+    def observe_databases(self, rows: list[Row], read_at: float) -> None:
+        work = pg_stat_database.database_work(rows)
+        if work is not None:
+            self.work = [self.work[0] if self.work else (work, read_at), (work, read_at)]
+
+    def statement_deltas(self) -> dict[pg_stat_statements.StatementKey, StatementWindow] | None:
+        """Each statement's counts over the window, the KEPT that took most time; a statement
+        first seen in the window counts from 0, one whose counts went back (reset, evicted)
+        is left out."""
+        if self.first is None:
+            return None
+        out = []
+        for key, now in self.last.items():
+            before = self.first.get(key)
+            delta = now.counters - before.counters if before is not None else now.counters
+            if delta.calls > 0 and not delta.went_back:
+                out.append(StatementWindow(key[0], now.database, now.user, delta, now.text))
+        out.sort(key=lambda s: (-s.counters.exec_seconds, s.key))
+        return {s.key: s for s in out[:KEPT]}
+
+    def workload(self, client_sessions: float | None, samples: int, note: str | None) -> Workload:
+        transactions = blocks = None
+        seconds = 0.0
+        if len(self.work) == 2:
+            (first, at), (last, until) = self.work
+            if first.start_time == last.start_time:
+                seconds = until - at
+                # Each poll and sample of the report is one transaction (one pipeline).
+                own = max(0, self.polls - 1) + samples
+                transactions = max(0.0, last.transactions - first.transactions - own)
+                blocks = last.blocks - first.blocks
+        return Workload(
+            seconds=seconds,
+            statements=self.statement_deltas(),
+            transactions=transactions,
+            blocks=blocks,
+            client_sessions=client_sessions,
+            statements_note=note,
+        )
 
 
 def server_facts(server_rows: list[Row], settings_rows: list[Row]) -> ServerFacts:
@@ -145,6 +218,7 @@ async def measure(
         sample_interval=sample_interval,
         timeout=timeout,
         tap=recorder,
+        per_row=True,
     )
     sampler = worker.sampler
     assert sampler is not None, "the report always samples"
@@ -175,6 +249,13 @@ async def measure(
     ]
     if not facts.has_pg_stat_io:
         unseen.append("pg_stat_io: needs PostgreSQL 16 or newer: no read figures")
+    watched = activity(sampler, sample_interval)
+    absent = recorder.failures.get(pg_stat_statements.PgStatStatementsCollector.name)
+    if recorder.statements.hidden:
+        unseen.append(
+            f"pg_stat_statements: {recorder.statements.hidden} statements of other users"
+            " hidden (grant pg_read_all_stats, in pg_monitor): left out of workload time"
+        )
     return Summary(
         target=target.name,
         started_at=started,
@@ -183,8 +264,18 @@ async def measure(
         rows=recorder.reads.rows,
         read_seconds=recorder.reads.seconds,
         timed=recorder.reads.timed,
-        activity=activity(sampler, sample_interval),
+        activity=watched,
         resets=tuple(recorder.reads.resets),
         restarts=recorder.reads.restarts,
         not_visible=tuple(unseen),
+        workload=recorder.statements.workload(
+            client_sessions(watched) if watched.samples else None,
+            watched.samples,
+            absent[1] if absent is not None else None,
+        ),
     )
+
+
+def client_sessions(watched: Activity) -> float:
+    """DB time: average client backends doing work (on CPU or waiting), per second."""
+    return sum(watched.sessions(key) for key in watched.wait_samples if key[0] == CLIENT)
