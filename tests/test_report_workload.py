@@ -177,3 +177,20 @@ def test_text_leads_with_workload():
     verdict = out[out.upper().index("VERDICT") :]
     assert [ln.strip() for ln in verdict.splitlines()][2].startswith("Workload:")
     assert "Statements took 1.82 ms per call" in out
+
+
+def test_sub_millisecond_statements_are_judged_by_db_time():
+    """Index probes: 10,000 calls of 0.02 ms execute in 0.2 s of a window in which 0.6
+    sessions worked for 60 s (36 s): execution is 0.6% of DB time, the rest is parse, plan,
+    commit and round trips. DB time per transaction judges: 36 s / 10,000 against 0.6 x 60 /
+    5,000 (twice as long)."""
+    base = work(stmt(PROBE, 10_000, 0.02), transactions=10_000.0, client_sessions=0.6)
+    now = work(stmt(PROBE, 5_000, 0.02), transactions=5_000.0, client_sessions=0.6)
+    report = judge(summary(workload=now), T, summary(workload=base))
+    assert report.workload is not None and report.workload.basis == DB_TIME
+    assert report.workload.time_ratio == pytest.approx(2.0)
+    # Scans whose execution is all of DB time stay on the statements basis.
+    scans = work(stmt(SCAN, 100, 600), transactions=100.0, client_sessions=1.0)
+    faster = work(stmt(SCAN, 150, 400), transactions=150.0, client_sessions=1.0)
+    by_statements = judge(summary(workload=faster), T, summary(workload=scans)).workload
+    assert by_statements is not None and by_statements.basis == STATEMENTS

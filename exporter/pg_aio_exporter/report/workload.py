@@ -94,6 +94,16 @@ class Workload:
             return None
         return self.transactions / self.seconds
 
+    @property
+    def statement_share(self) -> float | None:
+        """The statements' execution time over DB time: how much of the time sessions worked
+        pg_stat_statements accounts for. Low for sub-millisecond statements, whose parse, plan,
+        commit and round trips (not execution time) take most of each transaction."""
+        total = self.total
+        if total is None or not self.client_sessions or self.seconds <= 0:
+            return None
+        return total.exec_seconds / (self.client_sessions * self.seconds)
+
     def listed(self, limit: int = LISTED) -> list[StatementWindow]:
         """The statements that took the most time."""
         if self.statements is None:
@@ -182,13 +192,27 @@ def _by_statements(before: Workload, after: Workload) -> WorkloadComparison | No
     )
 
 
+# Below this share of DB time in either window, execution time leaves out most of the time the
+# work took (parse, plan, commit, round trips): DB time per transaction judges instead.
+MIN_STATEMENT_SHARE = 0.5
+
+
+def _statements_cover(work: Workload) -> bool:
+    share = work.statement_share
+    return share is None or share >= MIN_STATEMENT_SHARE
+
+
 def compare_workload(before: Workload | None, after: Workload | None) -> WorkloadComparison | None:
-    """Now against the baseline, by statements when both windows have them, else by DB time
-    per transaction; None when neither basis is there."""
+    """Now against the baseline, by statements when both windows have them and their execution
+    time is most of DB time, else by DB time per transaction; None when neither basis is
+    there."""
     if before is None or after is None:
         return None
     by_statements = _by_statements(before, after)
-    if by_statements is not None:
+    db_time = before.db_time_per_transaction and after.db_time_per_transaction
+    if by_statements is not None and (
+        not db_time or (_statements_cover(before) and _statements_cover(after))
+    ):
         return by_statements
     then, now = before.db_time_per_transaction, after.db_time_per_transaction
     if then is None or now is None or then <= 0:
