@@ -15,6 +15,7 @@ import pytest
 from pg_aio_exporter.collectors.pg_stat_statements import StatementCounters, fingerprint
 from pg_aio_exporter.report import document, text
 from pg_aio_exporter.report.outcome import judge
+from pg_aio_exporter.report.runner import WorkloadWindow
 from pg_aio_exporter.report.workload import DB_TIME, STATEMENTS, StatementWindow, Workload
 from test_report_unit import BULK, KB, PG17, T, reads, server, summary
 
@@ -194,3 +195,35 @@ def test_sub_millisecond_statements_are_judged_by_db_time():
     faster = work(stmt(SCAN, 150, 400), transactions=150.0, client_sessions=1.0)
     by_statements = judge(summary(workload=faster), T, summary(workload=scans)).workload
     assert by_statements is not None and by_statements.basis == STATEMENTS
+
+
+def _database_rows(transactions: float) -> list[dict[str, Any]]:
+    return [
+        {
+            "datname": "postgres",
+            "xact_commit": transactions,
+            "xact_rollback": 0.0,
+            "blks_read": 0.0,
+            "blks_hit": 0.0,
+            "start_time": 1.0,
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("workload_transactions", "counted"),
+    [(500.0, 500.0), (22.0, 22.0), (15.0, None), (5.0, None)],
+)
+def test_db_time_needs_more_workload_transactions_than_the_reports_own(
+    workload_transactions: float, counted: float | None
+):
+    """A 20 s window: 3 polls and 20 samples of the report (22 transactions of its own after
+    the first poll's). The workload's count is kept only when it is at least that many."""
+    window = WorkloadWindow()
+    window.polls = 3
+    window.observe_databases(_database_rows(1000.0), 0.0)
+    window.observe_databases(_database_rows(1000.0 + 22 + workload_transactions), 20.0)
+    work = window.workload(client_sessions=2.0, samples=20, note=None)
+    assert work.transactions == counted
+    if counted is not None:
+        assert work.db_time_per_transaction == pytest.approx(2.0 * 20 / counted)

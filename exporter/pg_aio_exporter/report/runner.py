@@ -92,6 +92,9 @@ class Recorder:
         return Unreachable(f"cannot connect to {target.address}: {cause}: {message}")
 
 
+MIN_TRANSACTIONS = 10  # below this many in the window, DB time per transaction is not judged
+
+
 class WorkloadWindow:
     """The window's statements (first and last poll) and transactions, for workload time."""
 
@@ -137,9 +140,13 @@ class WorkloadWindow:
             (first, at), (last, until) = self.work
             if first.start_time == last.start_time:
                 seconds = until - at
-                # Each poll and sample of the report is one transaction (one pipeline).
+                # Each poll and sample of the report is one transaction (one pipeline), an
+                # estimate: every backend's counts reach pg_stat_database up to a second late.
+                # Fewer of the workload's than of the report's own, and that error decides
+                # the figure: no DB time per transaction then.
                 own = max(0, self.polls - 1) + samples
-                transactions = max(0.0, last.transactions - first.transactions - own)
+                counted = last.transactions - first.transactions - own
+                transactions = counted if counted >= max(MIN_TRANSACTIONS, own) else None
                 blocks = last.blocks - first.blocks
         return Workload(
             seconds=seconds,
