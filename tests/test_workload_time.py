@@ -229,10 +229,11 @@ def test_report_agrees_with_pgbench_on_faster_or_slower(runs: dict[tuple[str, st
         bases[(name, workload)].add(basis)
         if abs(math.log(pg_ratio)) > math.log(MOVED):
             assert (ratio > 1) == (pg_ratio > 1), (name, workload, basis, pg_ratio, ratio)
-        # Within 20% by statements. DB time per transaction counts some 70 scans per 10 s
-        # window, and each backend's transactions reach pg_stat_database up to a second late
-        # at either end: about 10% each way, so 25% (measured here: 0.80 to 1.10).
-        tolerance = 1.2 if basis == STATEMENTS else 1.25
+        # Within 20% by statements. DB time per transaction counts some 35-150 scans per 10 s
+        # window, less the report's own transactions (one per sample, an estimate: a backend's
+        # counts reach pg_stat_database late, the report's sometimes not within the window),
+        # an error of up to ~10 transactions: 40% (measured here: 0.74 to 1.14 of pgbench).
+        tolerance = 1.2 if basis == STATEMENTS else 1.4
         assert 1 / tolerance <= ratio / pg_ratio <= tolerance, (name, basis, pg_ratio, ratio)
     # Statements where both windows had pg_stat_statements; DB time where one did not.
     assert bases[("18 worker", "scan")] == {STATEMENTS, DB_TIME}
