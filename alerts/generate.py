@@ -33,6 +33,7 @@ from promql import (
     io_formulas,
     io_worker_utilization,
     without,
+    workload_formulas,
 )
 
 from pg_aio_exporter.collectors import settings as aio_settings
@@ -206,11 +207,64 @@ def sampler_rules(params: Params, window: str) -> list[Recording]:
     ]
 
 
+def workload_rules(params: Params, window: str) -> list[Recording]:
+    scope = Scope(params["selector"], window)
+    return [
+        Recording(f"pg_aio_target:{f.name}:rate{window}", "target", f.meaning, f.expr)
+        for f in workload_formulas(scope).values()
+    ]
+
+
+REGIME = "pg_aio_target:regime"
+REGIME_LABELS = ("version_num", "io_method")
+
+
+def regime_rules(params: Params) -> list[Recording]:
+    """What a target's read wait is compared within: its server version and io_method. The
+    wait per byte measures how much of each read overlapped other work, which a new version or
+    io_method changes with no change in speed; a change of either starts a fresh baseline."""
+    # The newest server_info only: across a restart, the old version's series lingers until
+    # Prometheus marks it stale, and two regimes at once would break the joins below.
+    version = (
+        "group without (version) (topk without (version, version_num)"
+        f" (1, timestamp({series(params, 'pg_server_info')})))"
+    )
+    method = f"({series(params, 'pg_aio_io_method')} == 1)"
+    joined = f"{version}\n* ignoring ({', '.join(REGIME_LABELS)}) group_left (io_method)\n{method}"
+    per_byte = rec(params, "pg_aio_target:read_seconds_per_byte")
+    return [
+        Recording(
+            REGIME,
+            "target, version_num, io_method",
+            "1 per target, labelled with its server version and io_method (none before 18)",
+            f"{joined}\nor ignoring (io_method)\n{version}",
+        ),
+        Recording(
+            f"{regime_series(params)}",
+            "target, version_num, io_method",
+            "read wait per byte labelled with the regime it was measured in",
+            f"{per_byte}\n* ignoring ({', '.join(REGIME_LABELS)}) group_left"
+            f" ({', '.join(REGIME_LABELS)})\n{REGIME}",
+        ),
+    ]
+
+
+def regime_series(params: Params) -> str:
+    return f"pg_aio_target:read_seconds_per_byte_by_regime:rate{params['alert_window']}"
+
+
 def recording_rules(params: Params) -> list[Recording]:
     return [
-        rule
-        for window in params["rate_windows"]
-        for rule in (*io_rules(params, window), *sampler_rules(params, window))
+        *(
+            rule
+            for window in params["rate_windows"]
+            for rule in (
+                *io_rules(params, window),
+                *sampler_rules(params, window),
+                *workload_rules(params, window),
+            )
+        ),
+        *regime_rules(params),
     ]
 
 
@@ -238,19 +292,28 @@ def traffic_guard(params: Params) -> str:
 def latency_vs_baseline(params: Params) -> str:
     """Per-byte read latency divided by the target's own baseline (a ratio, 1 = as usual)."""
     regression = params["alerts"]["PgAioReadLatencyRegression"]
-    per_byte = rec(params, "pg_aio_target:read_seconds_per_byte")
+    # Within the regime (server version and io_method): after an upgrade or a switch of
+    # io_method, the series of the new regime starts with no past, so 18 is never held against
+    # 17's wait per byte (regime_rules).
+    per_byte = regime_series(params)
     baseline = (
         f"quantile_over_time({regression['baseline_quantile']}, "
         f"{per_byte}[{regression['baseline_window']}])"
     )
-    return f"{per_byte}\n/\n({baseline} > 0)"
+    return (
+        f"max without ({', '.join(REGIME_LABELS)}) (\n"
+        f"{indent(per_byte)}\n  /\n  ({baseline} > 0)\n)"
+    )
 
 
 def baseline_words(params: Params) -> str:
     regression = params["alerts"]["PgAioReadLatencyRegression"]
     quantile = regression["baseline_quantile"]
     what = "median" if quantile == 0.5 else f"{quantile} quantile"
-    return f"its own {what} over {regression['baseline_window']}"
+    return (
+        f"its own {what} over {regression['baseline_window']} at the same server version and"
+        " io_method"
+    )
 
 
 def guard_words(params: Params) -> str:
@@ -266,8 +329,10 @@ def read_latency_regression(params: Params, p: Params) -> Alert:
         description="Read wait time per byte over the last "
         f"{params['alert_window']} is {{{{ $value | humanize }}}} times {baseline_words(params)}"
         " (threshold "
-        f"{p['factor']}x). Measured per byte, so larger combined reads after a 17 -> 18 upgrade "
-        "do not trigger this; storage or contention got slower.",
+        f"{p['factor']}x). Measured per byte, so larger combined reads do not trigger this, and"
+        " within one server version and io_method; an upgrade or a switch of io_method starts a"
+        " fresh baseline (read wait is no measure of speed across them); storage or contention"
+        " got slower.",
         condition=f"read wait per byte ({params['alert_window']}) > {p['factor']} x "
         f"{baseline_words(params)}, {guard_words(params)}",
     )

@@ -139,3 +139,40 @@ def in_flight_bytes(scope: Scope) -> Formula:
         "average bytes in flight",
         per_sample(scope, "pg_aio_in_flight_bytes_samples_total", ("operation",)),
     )
+
+
+def workload_formulas(scope: Scope) -> dict[str, Formula]:
+    """Workload time per target: how long the work took, the figure that answers "faster or
+    slower" (docs/metrics.md). Statement time needs pg_stat_statements; DB time per
+    transaction is always there: client sessions doing work (sampled, on CPU included) per
+    transaction of pg_stat_database, less the exporter's own (one per sample)."""
+    calls = scope.rate("pg_stat_statements_calls_total")
+    client = 'backend_type="client backend"'
+    clients = (
+        f"sum {without(WAIT_LABELS)} ({scope.rate('pg_aio_wait_event_samples_total', client)})"
+    )
+    sessions = f"{clients}\n/\n{samples(scope)}"
+    xacts = (
+        f"sum without (datname) ({scope.rate('pg_stat_database_xact_commit_total')}"
+        f" + {scope.rate('pg_stat_database_xact_rollback_total')})"
+    )
+    own = scope.rate("pg_aio_sampler_samples_total")
+    formulas = (
+        Formula(
+            "statement_seconds_per_call",
+            "mean execution time per statement call (pg_stat_statements)",
+            f"{scope.rate('pg_stat_statements_exec_seconds_total')}\n/\n({calls} > 0)",
+        ),
+        Formula(
+            "statement_read_wait_share",
+            "share of statement time waiting on shared block reads (pg_stat_statements)",
+            f"{scope.rate('pg_stat_statements_shared_block_read_seconds_total')}\n/\n"
+            f"({scope.rate('pg_stat_statements_exec_seconds_total')} > 0)",
+        ),
+        Formula(
+            "db_time_per_transaction_seconds",
+            "client sessions doing work (sampled) per transaction (pg_stat_database)",
+            f"(\n{sessions}\n)\n/\n(({xacts} - {own}) > 0)",
+        ),
+    )
+    return {f.name: f for f in formulas}

@@ -37,8 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from common import load, machine, run_seconds
 
 from harness import Exporter, labels
-from pg_aio_exporter.collectors import activity, pg_aios
+from pg_aio_exporter.collectors import activity, pg_aios, pg_stat_database, registry
+from pg_aio_exporter.collectors.pg_stat_statements import PgStatStatementsCollector
 from pg_aio_exporter.demo.server import LocalServer
+from pg_aio_exporter.versions import PG18
 
 MONITOR = "pgaio_monitor"  # the exporter's role: its statements are told apart by user
 TARGET = labels(target="default")
@@ -127,6 +129,14 @@ FLOORS = {
     "the sampler's pg_stat_activity statement": [activity.SQL],
     "the sampler's pg_aios statement": [pg_aios.SQL],
     "one sample: both, pipelined": [activity.SQL, pg_aios.SQL],
+    # The poll's workload-time reads (issue 22): totals without texts, and per database.
+    "the poller's pg_stat_statements totals statement": [
+        PgStatStatementsCollector().query(PG18) or ""
+    ],
+    "the poller's pg_stat_database statement": [pg_stat_database.SQL],
+    "one poll: every poll statement, pipelined": [
+        sql for c in registry.poll_collectors() if (sql := c.query(PG18)) is not None
+    ],
 }
 FLOOR_RUNS = 200
 

@@ -919,8 +919,10 @@ FIGURES = (
         "Read wait per MiB",
         "read_seconds_per_byte",
         "s",
-        "Wait time per MiB read: the like-for-like storage figure across versions and io_method "
-        "settings. Lower after the change means reads got faster.",
+        "Wait time per MiB read: where time goes, not how fast the work ran. Under io_method "
+        "worker and io_uring it counts only the part of each read not overlapped with other "
+        "work, so across versions and io_method settings it can rise while the workload gets "
+        "faster: judge by the workload time row above.",
         scale=MIB,
     ),
     Figure(
@@ -1002,8 +1004,67 @@ def _change(fig: Figure) -> stat.Panel:
     )
 
 
+WORKLOAD = (
+    (
+        "Statement time per call",
+        "statement_seconds_per_call",
+        "Mean execution time per statement call (pg_stat_statements totals): how long the "
+        "work took, the figure that answers faster or slower. Empty without pg_stat_statements; "
+        "the mean follows the statement mix too: if the mix changed, see DB time per transaction "
+        "and the report's time_ratio (docs/report.md).",
+    ),
+    (
+        "DB time per transaction",
+        "db_time_per_transaction_seconds",
+        "Client sessions doing work (sampled, on CPU included) per transaction of "
+        "pg_stat_database: there with or without pg_stat_statements.",
+    ),
+)
+
+
+def _workload_change(title: str, formula: str, what: str) -> stat.Panel:
+    now, earlier = (
+        promql.workload_formulas(promql.Scope(T, "$__range", offset=offset))[formula].expr
+        for offset in ("", "$offset")
+    )
+    return single(
+        f"{title}: change vs {BEFORE}",
+        "Over the dashboard's whole time range divided by the same over the range "
+        f"{BEFORE}, minus 1: below 0 is faster. {what}",
+        [Q(f"(\n{now}\n)\n/\n(\n{earlier}\n)\n- 1", "{{target}}")],
+        "percentunit",
+        steps=((None, "green"), (0.15, "orange"), (0.5, "red")),
+    )
+
+
+def workload_panels(g: Grid) -> list[Any]:
+    """Workload time first: the I/O figures below explain it."""
+    return [
+        g.row(f"Workload time: now vs {BEFORE}"),
+        *(g.place(_workload_change(*spec), 12, 4) for spec in WORKLOAD),
+        *(
+            g.place(
+                _now_vs_before(
+                    title,
+                    what,
+                    (
+                        promql.workload_formulas(NOW)[formula].expr,
+                        promql.workload_formulas(EARLIER)[formula].expr,
+                    ),
+                    "s",
+                    "{{target}}",
+                ),
+                12,
+                8,
+            )
+            for title, formula, what in WORKLOAD
+        ),
+    ]
+
+
 def comparison_panels(g: Grid) -> list[Any]:
     return [
+        *workload_panels(g),
         g.row("What ran when"),
         g.place(
             statetimeline.Panel()

@@ -107,6 +107,22 @@ CONTRACT: dict[str, frozenset[str]] = {
     "pg_aio_exporter_last_poll_success_timestamp_seconds": TARGET,
     "pg_aio_exporter_sample_overruns_total": TARGET,
     "pg_aio_exporter_sample_stalls_total": TARGET,
+    **{
+        f"pg_stat_statements_{name}_total": TARGET
+        for name in [
+            "calls",
+            "exec_seconds",
+            "rows",
+            "shared_blocks_read",
+            "shared_blocks_hit",
+            "shared_block_read_seconds",
+        ]
+    },
+    "pg_stat_statements_statements": TARGET,
+    **{
+        f"pg_stat_database_{name}_total": TARGET | {"datname"}
+        for name in ["xact_commit", "xact_rollback", "blks_read", "blks_hit"]
+    },
 }
 HISTOGRAMS = {
     "pg_aio_exporter_poll_duration_seconds": TARGET | {"collector"},

@@ -138,9 +138,15 @@ def input_series(target: str, phases: tuple[Rates, Rates]) -> list[dict[str, str
         f"pg_aio_io_worker_samples_total{{{t}}}": "slots",
         f'pg_settings_pending_restart{{{t}, name="io_method"}}': "pending",
     }
+    minutes = len(per_minute(phases, "reads")) - 1
+    # One server version throughout: the regime the read wait is compared within.
+    regime = f'pg_server_info{{{t}, version="18.6", version_num="180006"}}'
     return [
-        {"series": name, "values": " ".join(f"{v:.6g}" for v in per_minute(phases, value))}
-        for name, value in series.items()
+        *(
+            {"series": name, "values": " ".join(f"{v:.6g}" for v in per_minute(phases, value))}
+            for name, value in series.items()
+        ),
+        {"series": regime, "values": f"1x{minutes}"},
     ]
 
 

@@ -20,6 +20,7 @@ EXPORTS = {
     },
     "settings": {"pg_settings_io_workers", "pg_aio_io_method", "pg_settings_track_io_timing"},
     "server": {"pg_server_info", "pg_aio_supported", "pg_postmaster_start_time_seconds"},
+    "pg_stat_database": {"pg_stat_database_xact_commit_total", "pg_stat_database_blks_hit_total"},
     "activity": {
         "pg_aio_wait_event_samples_total",
         "pg_aio_io_workers",

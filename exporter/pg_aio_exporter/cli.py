@@ -21,6 +21,7 @@ from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import Target, load_config, parse_duration, target_from_dsn
 from pg_aio_exporter.config.webconfig import WebConfig, load_web_config
+from pg_aio_exporter.report import sidebyside, thresholds
 from pg_aio_exporter.report.command import ReportOptions, SaveFailed, run_report
 from pg_aio_exporter.report.document import load_baseline
 from pg_aio_exporter.report.outcome import FAIL_ON
@@ -243,7 +244,7 @@ def build_report_parser() -> argparse.ArgumentParser:
         choices=("text", "json"),
         default="text",
         dest="output_format",
-        help="text fits 100 columns; json is schema 1 of docs/report.md (default text)",
+        help="text fits 100 columns; json is schema 2 of docs/report.md (default text)",
     )
     parser.add_argument("--save", metavar="FILE", help="also write the report as JSON to FILE")
     parser.add_argument("--baseline", metavar="FILE", help="compare with a report saved by --save")
@@ -313,10 +314,35 @@ def report_main(argv: list[str]) -> int:
         return 130
 
 
+def build_compare_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog=f"{PROG} compare",
+        description="Saved reports (report --save) side by side, workload time first, each"
+        " against the first; names the fastest. Exit 0, or 2 on bad input.",
+    )
+    parser.add_argument("reports", nargs="+", metavar="REPORT.json")
+    parser.add_argument("--format", choices=("text", "json"), default="text", dest="output_format")
+    return parser
+
+
+def compare_main(argv: list[str]) -> int:
+    args = build_compare_parser().parse_args(argv)
+    if len(args.reports) < 2:
+        fail("compare needs at least two saved reports")
+    try:
+        out = sidebyside.render(args.reports, thresholds.load(), args.output_format)
+    except ConfigError as exc:
+        fail(str(exc))
+    sys.stdout.write(out)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["report"]:
         return report_main(argv[1:])
+    if argv[:1] == ["compare"]:
+        return compare_main(argv[1:])
     demo = argv[:1] == ["demo"]
     args = build_demo_parser().parse_args(argv[1:]) if demo else build_parser().parse_args(argv)
     targets = [] if demo else targets_from(args)

@@ -7,7 +7,7 @@ collector of a kind in one pipelined round trip and hands each collector its own
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pg_aio_exporter.expose.metricset import MetricSet
 
@@ -34,6 +34,15 @@ class PollCollector(Collector, Protocol):
 
     def collect(self, rows: list[Row], out: MetricSet) -> None:
         """Turn this poll's rows into metrics."""
+
+
+@runtime_checkable
+class MayBeAbsent(Protocol):
+    """A collector of a view that may not be there at all (an extension): its absence is no
+    poll error, only a note."""
+
+    def absent(self, exc: Exception) -> str | None:
+        """Why the view is not there, when `exc` says so; None for a real failure."""
 
 
 class SampleCollector(Collector, Protocol):

@@ -6,15 +6,32 @@ listed.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection
 
-from pg_aio_exporter.collectors import activity, pg_aios, pg_stat_io, server, settings
+from pg_aio_exporter.collectors import (
+    activity,
+    pg_aios,
+    pg_stat_database,
+    pg_stat_io,
+    pg_stat_statements,
+    server,
+    settings,
+)
 from pg_aio_exporter.collectors.base import PollCollector, SampleCollector
 
 POLL: dict[str, Callable[[], PollCollector]] = {
     pg_stat_io.PgStatIoCollector.name: pg_stat_io.PgStatIoCollector,
     settings.SettingsCollector.name: settings.SettingsCollector,
     server.ServerCollector.name: server.ServerCollector,
+    pg_stat_statements.PgStatStatementsCollector.name: pg_stat_statements.PgStatStatementsCollector,
+    pg_stat_database.PgStatDatabaseCollector.name: pg_stat_database.PgStatDatabaseCollector,
+}
+# The report reads these per row where the exporter reads totals (no per-statement series).
+PER_ROW: dict[str, Callable[[], PollCollector]] = {
+    pg_stat_statements.PgStatStatementsCollector.name: functools.partial(
+        pg_stat_statements.PgStatStatementsCollector, per_statement=True
+    ),
 }
 SAMPLE: dict[str, Callable[[], SampleCollector]] = {
     activity.ActivityCollector.name: activity.ActivityCollector,
@@ -26,9 +43,13 @@ def names() -> list[str]:
     return [*POLL, *SAMPLE]
 
 
-def poll_collectors(enabled: Collection[str] | None = None) -> list[PollCollector]:
-    """New poll collectors, all of them or those named in `enabled`."""
-    return [create() for name, create in POLL.items() if enabled is None or name in enabled]
+def poll_collectors(
+    enabled: Collection[str] | None = None, *, per_row: bool = False
+) -> list[PollCollector]:
+    """New poll collectors, all of them or those named in `enabled`; `per_row` (the report):
+    the PER_ROW variants where there is one."""
+    factories = {**POLL, **PER_ROW} if per_row else POLL
+    return [create() for name, create in factories.items() if enabled is None or name in enabled]
 
 
 def sample_collectors(enabled: Collection[str] | None = None) -> list[SampleCollector]:

@@ -23,7 +23,7 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
 from pg_aio_exporter.collectors import registry
-from pg_aio_exporter.collectors.base import Collector, PollCollector, Row
+from pg_aio_exporter.collectors.base import Collector, MayBeAbsent, PollCollector, Row
 from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.metricset import MetricSet
@@ -49,6 +49,9 @@ from pg_aio_exporter.versions import PG10
 log = logging.getLogger("pg_aio_exporter")
 PG_UP_HELP = "1 if the last poll reached the server."
 FIRST_RETRY = 1.0  # reconnect backoff doubles from here up to the poll interval
+# A view found absent (an extension not installed) is asked for again this much later: once
+# created, it is read without a restart, and the server logs one error per retry, not per poll.
+ABSENT_RETRY = 600.0
 
 
 def next_tick(deadline: float, interval: float, now: float) -> tuple[float, int]:
@@ -103,10 +106,13 @@ class TargetWorker:
         collectors: Collection[str] | None = None,
         tap: Tap | None = None,
         logger: logging.Logger = log,
+        per_row: bool = False,
     ) -> None:
         """`exposition` None publishes nothing (the report reads the tap only);
         `sample_interval` 0 turns sampling off; `collectors` names the enabled ones (all
-        when None); `tap` listens beside the exposition; `logger` gets its log lines."""
+        when None); `tap` listens beside the exposition; `logger` gets its log lines;
+        `per_row`: the report's variants of the collectors that read per row
+        (registry.PER_ROW)."""
         self.target = target
         self._log = logger
         self._exposition = exposition
@@ -116,7 +122,9 @@ class TargetWorker:
         self._timeout = timeout
         self._tap = tap
         self._base_labels = {"target": target.name, **target.labels}
-        self._collectors: list[PollCollector] = registry.poll_collectors(collectors)
+        self._collectors: list[PollCollector] = registry.poll_collectors(
+            collectors, per_row=per_row
+        )
         sampled = registry.sample_collectors(collectors) if sample_interval else []
         self._sampler = Sampler(sampled) if sampled else None
         self._conn: Connection | None = None
@@ -125,6 +133,7 @@ class TargetWorker:
         # or its cause changes, one when it ends, nothing in between.
         self._failing: dict[str, str] = {}
         self._unsupported_logged = False
+        self._absent: dict[str, float] = {}  # collector -> time.monotonic() to ask again
         sampling = self._sampler.collectors if self._sampler is not None else []
         rounds = ["poll", "sample"] if self._sampler is not None else ["poll"]
         names = [c.name for c in [*self._collectors, *sampling]]
@@ -315,7 +324,10 @@ class TargetWorker:
             conn = await self._connect()
             version = conn.info.server_version
             self._log_unsupported(version)
-            runnable = _runnable(self._collectors, version)
+            now = time.monotonic()
+            runnable = _runnable(
+                [c for c in self._collectors if self._absent.get(c.name, now) <= now], version
+            )
             # The data is as fresh as the moment it was asked for, not as the reply's arrival:
             # a reader who saw this stamp knows the counters were read after it.
             read_at = time.time()
@@ -339,9 +351,12 @@ class TargetWorker:
         all_ok = True
         for (collector, _), result in zip(runnable, results, strict=True):
             if isinstance(result, Exception):
-                all_ok = False
-                self._record_failure(collector.name, result)
+                if not self._note_absent(collector, result):
+                    all_ok = False
+                    self._record_failure(collector.name, result)
                 continue
+            if self._absent.pop(collector.name, None) is not None:
+                self._log.info(f"{collector.name} found", extra=self._log_fields())
             collected = time.perf_counter()
             own_set = MetricSet(self._base_labels)
             try:
@@ -363,6 +378,24 @@ class TargetWorker:
         if all_ok:
             self._self.last_poll_success.labels(self.target.name).set(read_at)
         self._publish("poll", out)
+        return True
+
+    def _note_absent(self, collector: PollCollector, exc: Exception) -> bool:
+        """Whether `exc` says the collector's view is not there: then one log line when that
+        starts, a note to the tap, no error counted, and the view is left alone until
+        ABSENT_RETRY."""
+        reason = collector.absent(exc) if isinstance(collector, MayBeAbsent) else None
+        if reason is None:
+            return False
+        if collector.name not in self._absent:
+            self._log.warning(
+                f"{collector.name} not read: {reason}",
+                extra=self._log_fields(collector=collector.name),
+            )
+        self._absent[collector.name] = time.monotonic() + ABSENT_RETRY
+        self._failing.pop(collector.name, None)
+        if self._tap is not None:
+            self._tap.failed(collector.name, "absent", reason)
         return True
 
     async def sample(self) -> bool:

@@ -1,4 +1,4 @@
-"""The report as JSON (`"schema": 1`, docs/report.md, schema.json beside this file), and a
+"""The report as JSON (`"schema": 2`, docs/report.md, schema.json beside this file), and a
 saved report read back as a baseline.
 
 The document keeps the window's counts next to the figures derived from them, so a baseline
@@ -16,14 +16,17 @@ from typing import Any
 from pg_aio_exporter import __version__
 from pg_aio_exporter.collectors.activity import WaitKey
 from pg_aio_exporter.collectors.intervals import LabelKey, ReadCounters
+from pg_aio_exporter.collectors.pg_stat_statements import StatementCounters
 from pg_aio_exporter.config import ConfigError, read_text_file
 from pg_aio_exporter.report.compare import RowComparison
 from pg_aio_exporter.report.outcome import Report
 from pg_aio_exporter.report.summary import Activity, Reads, ServerFacts, Summary
 from pg_aio_exporter.report.thresholds import Thresholds
 from pg_aio_exporter.report.units import timestamp
+from pg_aio_exporter.report.workload import StatementWindow, Workload, WorkloadComparison
 
-SCHEMA = 1
+SCHEMA = 2  # 2: workload time (workload, verdict.workload, comparison.workload)
+READABLE = (1, 2)  # saved reports this version reads as a baseline
 KIND = "pg-aio-exporter report"
 SCHEMA_FILE = Path(__file__).with_name("schema.json")
 
@@ -93,11 +96,59 @@ def _activity(activity: Activity, thresholds: Thresholds) -> dict[str, Any]:
     }
 
 
+def _workload(work: Workload | None) -> dict[str, Any] | None:
+    if work is None:
+        return None
+    listed = {s.key for s in work.listed()}
+    statements = None
+    if work.statements is not None:
+        statements = [
+            {
+                "fingerprint": s.fingerprint,
+                "database": s.database,
+                "user": s.user,
+                "text": s.text if s.key in listed else None,
+                "calls": s.counters.calls,
+                "exec_seconds": s.counters.exec_seconds,
+                "rows": s.counters.rows,
+                "shared_blocks_read": s.counters.blocks_read,
+                "shared_blocks_hit": s.counters.blocks_hit,
+                "read_seconds": s.counters.read_seconds,
+            }
+            for s in work.listed(len(work.statements))
+        ]
+    return {
+        "seconds": work.seconds,
+        "seconds_per_call": work.seconds_per_call,
+        "transactions": work.transactions,
+        "blocks": work.blocks,
+        "client_sessions": work.client_sessions,
+        "db_time_per_transaction": work.db_time_per_transaction,
+        "statements_note": work.statements_note,
+        "statements": statements,
+    }
+
+
+def _workload_comparison(cmp: WorkloadComparison | None) -> dict[str, Any] | None:
+    if cmp is None:
+        return None
+    return {
+        "time_ratio": cmp.time_ratio,
+        "basis": cmp.basis,
+        "matched_statements": cmp.matched_statements,
+        "before_seconds": cmp.before,
+        "after_seconds": cmp.after,
+        "read_wait_before_seconds": cmp.read_before,
+        "read_wait_after_seconds": cmp.read_after,
+    }
+
+
 def _comparison(report: Report) -> dict[str, Any] | None:
     base, rows = report.baseline, report.comparison
     if base is None or rows is None:
         return None
     return {
+        "workload": _workload_comparison(report.workload),
         "baseline": {
             "target": base.target,
             "started_at": timestamp(base.started_at),
@@ -154,6 +205,7 @@ def to_json(report: Report, thresholds: Thresholds) -> dict[str, Any]:
             ],
         },
         "activity": _activity(summary.activity, thresholds),
+        "workload": _workload(summary.workload),
         "not_visible": list(summary.not_visible),
         "findings": [
             {
@@ -166,6 +218,7 @@ def to_json(report: Report, thresholds: Thresholds) -> dict[str, Any]:
             for f in report.findings
         ],
         "verdict": {
+            "workload": report.verdict.workload,
             "reads": report.verdict.reads,
             "storage": report.verdict.storage,
             "io_workers": report.verdict.io_workers,
@@ -217,6 +270,45 @@ def _wait_key(entry: Mapping[str, Any]) -> WaitKey:
     return backend_type, wait_type, wait
 
 
+def _statement(entry: Mapping[str, Any]) -> StatementWindow:
+    fingerprint, database, user = _text(entry, "fingerprint", "database", "user")
+    text = entry["text"]
+    return StatementWindow(
+        fingerprint,
+        database,
+        user,
+        StatementCounters(
+            float(entry["calls"]),
+            float(entry["exec_seconds"]),
+            float(entry["rows"]),
+            float(entry["shared_blocks_read"]),
+            float(entry["shared_blocks_hit"]),
+            float(entry["read_seconds"]),
+        ),
+        None if text is None else str(text),
+    )
+
+
+def _optional(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def workload_from_json(entry: Mapping[str, Any] | None) -> Workload | None:
+    if entry is None:
+        return None
+    statements = entry["statements"]
+    return Workload(
+        seconds=float(entry["seconds"]),
+        statements=(
+            None if statements is None else {s.key: s for s in map(_statement, statements)}
+        ),
+        transactions=_optional(entry["transactions"]),
+        blocks=_optional(entry["blocks"]),
+        client_sessions=_optional(entry["client_sessions"]),
+        statements_note=entry["statements_note"],
+    )
+
+
 def from_json(doc: Mapping[str, Any]) -> Summary:
     """The summary a document was made from (KeyError, TypeError or ValueError if it is
     incomplete)."""
@@ -252,6 +344,8 @@ def from_json(doc: Mapping[str, Any]) -> Summary:
         resets=tuple(_epoch(r) for r in window["stats_resets"]),
         restarts=int(window["restarts"]),
         not_visible=tuple(map(str, doc["not_visible"])),
+        # Schema 1 had no workload time.
+        workload=workload_from_json(doc["workload"]) if doc["schema"] >= 2 else None,
     )
 
 
@@ -264,10 +358,10 @@ def load_baseline(path: str) -> Summary:
         raise BaselineError(f"baseline {path} is corrupt: not valid JSON{where}") from None
     if not isinstance(doc, dict) or doc.get("kind") != KIND:
         raise BaselineError(f"baseline {path} is not a pg-aio-exporter report") from None
-    if doc.get("schema") != SCHEMA:
+    if doc.get("schema") not in READABLE:
         raise BaselineError(
             f"baseline {path} has report schema {doc.get('schema')!r}; this version reads"
-            f" schema {SCHEMA}"
+            f" schema {' and '.join(map(str, READABLE))}"
         )
     try:
         return from_json(doc)

@@ -18,6 +18,12 @@ from pg_aio_exporter.collectors import settings as aio_settings
 from pg_aio_exporter.report import units
 from pg_aio_exporter.report.summary import BLOCK_BYTES, Summary
 from pg_aio_exporter.report.thresholds import SEVERITIES, Thresholds
+from pg_aio_exporter.report.workload import (
+    STATEMENTS,
+    StatementChange,
+    WorkloadComparison,
+    compare_workload,
+)
 
 BULK_READS = ("relation", "bulkread")  # object, context of large sequential scans
 
@@ -77,6 +83,12 @@ class Context:
             return None
         figures = self.baseline.total.figures
         return None if figures is None else figures.seconds_per_byte
+
+    def workload(self) -> WorkloadComparison | None:
+        """Workload time now against the baseline: the answer to "faster or slower"."""
+        if self.baseline is None:
+            return None
+        return compare_workload(self.baseline.workload, self.summary.workload)
 
     def reads_uncounted(self) -> bool:
         """Sessions waited on reads while pg_stat_io counted too few to judge: queries that
@@ -395,6 +407,10 @@ def read_latency_regression(ctx: Context) -> Finding | None:
         " volume's limits."
     )
     then = ctx.baseline.server.io_method if ctx.baseline is not None else None
+    workload = ctx.workload()
+    severity = ctx.severity("PgAioReadLatencyRegression")
+    if workload is not None and workload.time_ratio < 1:
+        return _faster_despite_read_wait(ctx, workload, found, then)
     if ctx.summary.server.io_method == "worker" and then != "worker" and not _pool_busy(ctx):
         advice += (
             f" The baseline read without io workers (io_method {then or 'none'}) and this"
@@ -404,15 +420,122 @@ def read_latency_regression(ctx: Context) -> Finding | None:
         )
     return Finding(
         "read_latency_regression",
-        ctx.severity("PgAioReadLatencyRegression"),
+        severity,
         f"Reads wait {units.ratio(ratio)} longer per byte than in the baseline:"
         f" {units.per_mib(now)} against {units.per_mib(before)}.",
+        _regression_evidence(ctx, found, factor, workload),
+        advice,
+    )
+
+
+def _regression_evidence(
+    ctx: Context,
+    found: tuple[float, float, float],
+    factor: float,
+    workload: WorkloadComparison | None,
+) -> dict[str, Any]:
+    now, before, ratio = found
+    return {
+        "seconds_per_byte": now,
+        "baseline_seconds_per_byte": before,
+        "ratio": ratio,
+        "factor": factor,
+        "reads_per_second": ctx.reads_per_second,
+        "workload_time_ratio": workload.time_ratio if workload is not None else None,
+    }
+
+
+def _faster_despite_read_wait(
+    ctx: Context, workload: WorkloadComparison, found: tuple[float, float, float], then: str | None
+) -> Finding:
+    """Read wait per byte rose while the work got done faster: an explanation, not a
+    regression."""
+    now_method = ctx.summary.server.io_method
+    if now_method in ("worker", "io_uring"):
+        why = (
+            f"under io_method {now_method} the read wait counts the hand-off of each read and"
+            " the stall not overlapped with other work, while the work itself overlapped more"
+        )
+    else:
+        why = (
+            "the reads come from the page cache or fast storage, where the wait is mostly the"
+            " copy, and the statements spent less time elsewhere (CPU, other waits)"
+        )
+    if then is not None and then != now_method:
+        why += f" (the baseline read with io_method {then})"
+    return Finding(
+        "read_latency_regression",
+        "info",
+        f"Reads wait {units.ratio(found[2])} longer per byte than in the baseline, yet the"
+        f" workload ran {units.ratio(1 / workload.time_ratio)} faster ({workload.basis}):"
+        f" {why}.",
+        _regression_evidence(ctx, found, ctx.thresholds.regression_factor, workload),
+        "Nothing to fix: judge by workload time. The wait per MiB explains where time goes;"
+        " it does not measure speed across versions or io_methods (docs/report.md).",
+    )
+
+
+def _listed_statement(change: StatementChange) -> dict[str, Any]:
+    now = change.now
+    return {
+        "text": now.text,
+        "database": now.database,
+        "user": now.user,
+        "ratio": change.ratio,
+        "seconds_per_call": now.seconds_per_call,
+        "baseline_seconds_per_call": change.before.seconds_per_call,
+        "read_mib_per_call": now.read_mib_per_call,
+        "read_wait_share": now.read_share,
+        "baseline_read_wait_share": change.before.read_share,
+    }
+
+
+def workload_regression(ctx: Context) -> Finding | None:
+    """The work took longer than in the baseline, by more than the regression factor."""
+    workload = ctx.workload()
+    factor = ctx.thresholds.workload_regression_factor
+    if workload is None or workload.time_ratio <= factor:
+        return None
+    slowed = workload.slowed()
+    grew = workload.read_wait_grew
+    if grew:
+        cause = "Read waits grew with it: I/O."
+        advice = (
+            "The added time is read wait: check storage (its latency and limits), the"
+            " io_method and io_workers (the verdict's storage and io worker lines, the"
+            " findings above)."
+        )
+    elif grew is None:
+        cause = "Per-statement read waits are not known on this basis."
+        advice = (
+            "Load pg_stat_statements (shared_preload_libraries) to see which statements"
+            " slowed; compare the sampled waits of the two windows."
+        )
+    else:
+        cause = "Read waits did not grow as much: CPU or plan."
+        advice = (
+            "The added time is not read wait: run EXPLAIN (ANALYZE, BUFFERS) on the listed"
+            " statements on both servers and compare plans and row counts; check CPU."
+        )
+    basis = (
+        "time per statement call at the baseline's mix"
+        if workload.basis == STATEMENTS
+        else "DB time per transaction"
+    )
+    return Finding(
+        "workload_regression",
+        "warning",
+        f"The workload took {units.ratio(workload.time_ratio)} as long as in the baseline"
+        f" ({basis}: {units.ms(workload.after)} against {units.ms(workload.before)}). {cause}",
         {
-            "seconds_per_byte": now,
-            "baseline_seconds_per_byte": before,
-            "ratio": ratio,
+            "time_ratio": workload.time_ratio,
+            "basis": workload.basis,
             "factor": factor,
-            "reads_per_second": ctx.reads_per_second,
+            "matched_statements": workload.matched_statements,
+            "read_wait_grew": grew,
+            "read_wait_per_call": workload.read_after,
+            "baseline_read_wait_per_call": workload.read_before,
+            "statements": [_listed_statement(c) for c in slowed],
         },
         advice,
     )
@@ -523,6 +646,7 @@ def _why_not_combined(settings: Mapping[str, float]) -> str:
 
 
 CHECKS: tuple[Check, ...] = (
+    workload_regression,
     track_io_timing_off,
     no_read_activity,
     reads_not_yet_counted,

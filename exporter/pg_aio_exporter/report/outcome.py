@@ -10,6 +10,7 @@ from pg_aio_exporter.report.findings import Context, Finding, findings
 from pg_aio_exporter.report.summary import Summary
 from pg_aio_exporter.report.thresholds import SEVERITIES, Thresholds
 from pg_aio_exporter.report.verdict import Verdict, verdict
+from pg_aio_exporter.report.workload import WorkloadComparison
 
 FAIL_ON = ("warning", "critical")
 
@@ -21,6 +22,7 @@ class Report:
     verdict: Verdict
     baseline: Summary | None = None
     comparison: list[RowComparison] | None = None
+    workload: WorkloadComparison | None = None  # workload time against the baseline
 
 
 def judge(summary: Summary, thresholds: Thresholds, baseline: Summary | None = None) -> Report:
@@ -34,6 +36,7 @@ def judge(summary: Summary, thresholds: Thresholds, baseline: Summary | None = N
         None
         if baseline is None
         else compare(baseline, summary, thresholds.min_read_ops_per_second),
+        ctx.workload(),
     )
 
 

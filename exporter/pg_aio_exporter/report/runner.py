@@ -13,13 +13,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pg_aio_exporter.collectors import pg_stat_io, server, settings
+from pg_aio_exporter.collectors import (
+    pg_stat_database,
+    pg_stat_io,
+    pg_stat_statements,
+    server,
+    settings,
+)
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.collectors.intervals import ReadWindow
 from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 from pg_aio_exporter.poll.worker import TargetWorker
 from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
+from pg_aio_exporter.report.workload import KEPT, StatementWindow, Workload
 
 # pg_stat_io is read this often within the window (and at its end): a stats reset or restart
 # then costs one interval, not the window. One poll costs the server about what 2 samples do.
@@ -58,6 +65,7 @@ class Recorder:
         self.samples = 0
         self.totals: dict[str, Any] = {}  # the sample collectors', by summary.Activity field
         self.failures: dict[str, tuple[str, str]] = {}  # collector -> kind, the last message
+        self.statements = WorkloadWindow()
 
     def start(self) -> None:
         """Forget the reads seen so far: the window starts now."""
@@ -72,6 +80,11 @@ class Recorder:
             self.server_rows = rows
         elif collector == settings.SettingsCollector.name:
             self.settings_rows = rows
+            self.statements.polls += 1
+        elif collector == pg_stat_statements.PgStatStatementsCollector.name:
+            self.statements.observe_statements(rows)
+        elif collector == pg_stat_database.PgStatDatabaseCollector.name:
+            self.statements.observe_databases(rows, read_at)
 
     def sampled(self, samples: int, totals: dict[str, Any]) -> None:
         self.samples, self.totals = samples, totals
@@ -86,6 +99,72 @@ class Recorder:
         kind, message = self.failures.get("connection", ("connection", "no poll succeeded"))
         cause = CAUSES.get(kind, "server unreachable")
         return Unreachable(f"cannot connect to {target.address}: {cause}: {message}")
+
+
+MIN_TRANSACTIONS = 10  # below this many in the window, DB time per transaction is not judged
+
+
+class WorkloadWindow:
+    """The window's statements (first and last poll) and transactions, for workload time."""
+
+    def __init__(self) -> None:
+        self.first: dict[pg_stat_statements.StatementKey, pg_stat_statements.Statement] | None = (
+            None
+        )
+        self.last: dict[pg_stat_statements.StatementKey, pg_stat_statements.Statement] = {}
+        self.hidden = 0
+        self.work: list[tuple[pg_stat_database.DatabaseWork, float]] = []  # first, last
+        self.polls = 0  # polls since the window started: the report's own transactions
+
+    def observe_statements(self, rows: list[Row]) -> None:
+        self.last = pg_stat_statements.statements(rows)
+        self.hidden = pg_stat_statements.hidden(rows)
+        if self.first is None:
+            self.first = self.last
+
+    def observe_databases(self, rows: list[Row], read_at: float) -> None:
+        work = pg_stat_database.database_work(rows)
+        if work is not None:
+            self.work = [self.work[0] if self.work else (work, read_at), (work, read_at)]
+
+    def statement_deltas(self) -> dict[pg_stat_statements.StatementKey, StatementWindow] | None:
+        """Each statement's counts over the window, the KEPT that took most time; a statement
+        first seen in the window counts from 0, one whose counts went back (reset, evicted)
+        is left out."""
+        if self.first is None:
+            return None
+        out = []
+        for key, now in self.last.items():
+            before = self.first.get(key)
+            delta = now.counters - before.counters if before is not None else now.counters
+            if delta.calls > 0 and not delta.went_back:
+                out.append(StatementWindow(key[0], now.database, now.user, delta, now.text))
+        out.sort(key=lambda s: (-s.counters.exec_seconds, s.key))
+        return {s.key: s for s in out[:KEPT]}
+
+    def workload(self, client_sessions: float | None, samples: int, note: str | None) -> Workload:
+        transactions = blocks = None
+        seconds = 0.0
+        if len(self.work) == 2:
+            (first, at), (last, until) = self.work
+            if first.start_time == last.start_time:
+                seconds = until - at
+                # Each poll and sample of the report is one transaction (one pipeline), an
+                # estimate: every backend's counts reach pg_stat_database up to a second late.
+                # Fewer of the workload's than of the report's own, and that error decides
+                # the figure: no DB time per transaction then.
+                own = max(0, self.polls - 1) + samples
+                counted = last.transactions - first.transactions - own
+                transactions = counted if counted >= max(MIN_TRANSACTIONS, own) else None
+                blocks = last.blocks - first.blocks
+        return Workload(
+            seconds=seconds,
+            statements=self.statement_deltas(),
+            transactions=transactions,
+            blocks=blocks,
+            client_sessions=client_sessions,
+            statements_note=note,
+        )
 
 
 def server_facts(server_rows: list[Row], settings_rows: list[Row]) -> ServerFacts:
@@ -139,6 +218,7 @@ async def measure(
         timeout=timeout,
         tap=recorder,
         logger=QUIET,
+        per_row=True,
     )
     # The first poll connects (its failure, scrubbed and classified by the worker, is the
     # report's). A new connection reads some 70 catalog blocks, and its first statements a few
@@ -167,6 +247,13 @@ async def measure(
     ]
     if not facts.has_pg_stat_io:
         unseen.append("pg_stat_io: needs PostgreSQL 16 or newer: no read figures")
+    watched = recorder.activity(sample_interval)
+    absent = recorder.failures.get(pg_stat_statements.PgStatStatementsCollector.name)
+    if recorder.statements.hidden:
+        unseen.append(
+            f"pg_stat_statements: {recorder.statements.hidden} statements of other users"
+            " hidden (grant pg_read_all_stats, in pg_monitor): left out of workload time"
+        )
     return Summary(
         target=target.name,
         started_at=started,
@@ -175,8 +262,13 @@ async def measure(
         rows=recorder.reads.rows,
         read_seconds=recorder.reads.seconds,
         timed=recorder.reads.timed,
-        activity=recorder.activity(sample_interval),
+        activity=watched,
         resets=tuple(recorder.reads.resets),
         restarts=recorder.reads.restarts,
         not_visible=tuple(unseen),
+        workload=recorder.statements.workload(
+            watched.client_sessions() if watched.samples else None,
+            watched.samples,
+            absent[1] if absent is not None else None,
+        ),
     )

@@ -17,6 +17,7 @@ from pg_aio_exporter.collectors.intervals import (
     read_figures,
     total,
 )
+from pg_aio_exporter.report.workload import Workload
 from pg_aio_exporter.versions import PG16, PG18
 
 BLOCK_BYTES = 8192  # what one uncombined read covers (PostgreSQL's default block size)
@@ -100,6 +101,10 @@ class Activity:
     def sessions(self, key: WaitKey) -> float:
         return self.wait_samples.get(key, 0) / self.samples if self.samples else 0.0
 
+    def client_sessions(self) -> float:
+        """DB time: average client backends doing work (on CPU or waiting), per second."""
+        return sum(self.sessions(key) for key in self.wait_samples if key[0] == CLIENT)
+
     def top(self, limit: int) -> list[tuple[WaitKey, float]]:
         ranked = sorted(self.wait_samples.items(), key=lambda item: (-item[1], item[0]))
         return [(key, self.sessions(key)) for key, _ in ranked[:limit]]
@@ -168,6 +173,7 @@ class Summary:
     resets: tuple[float, ...] = ()  # pg_stat_io stats_reset values that appeared
     restarts: int = 0
     not_visible: tuple[str, ...] = ()  # what this role could not see, in words
+    workload: Workload | None = None  # None: a saved report of schema 1
 
     @property
     def duration(self) -> float:

@@ -209,6 +209,34 @@ def _change_table(row: RowComparison) -> list[str]:
     return _table(cells, ("baseline", "now", "ratio"))
 
 
+def _workload(summary: Summary) -> list[str]:
+    """The statements that took the most time in the window (pg_stat_statements)."""
+    work = summary.workload
+    if work is None or not work.statements:
+        return []
+    rows = [
+        (
+            _short(s.text or s.fingerprint),
+            [
+                units.count(s.counters.calls),
+                units.ms(s.seconds_per_call),
+                units.percent(s.read_share),
+                f"{s.read_mib_per_call:.3g} MiB",
+            ],
+        )
+        for s in work.listed()
+    ]
+    return [
+        *_heading("Statements that took the most time (pg_stat_statements)"),
+        *_table(rows, ("calls", "per call", "read wait", "read/call")),
+    ]
+
+
+def _short(text: str, width: int = 48) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
 def _findings(report: Report) -> list[str]:
     out = _heading("Findings")
     if not report.findings:
@@ -229,11 +257,13 @@ def render(report: Report, thresholds: Thresholds) -> str:
         f"pg-aio-exporter report: target {summary.target}, {units.timestamp(summary.started_at)}"
         f" + {units.duration(summary.duration)}",
         *_heading("Verdict"),
+        *_wrap(verdict.workload, f"{INDENT}Workload:   ", INDENT + " " * 12),
         *_wrap(verdict.reads, f"{INDENT}Reads:      ", INDENT + " " * 12),
         *_wrap(verdict.storage, f"{INDENT}Storage:    ", INDENT + " " * 12),
         *_wrap(verdict.io_workers, f"{INDENT}io workers: ", INDENT + " " * 12),
         *_findings(report),
         *_server(summary.server),
+        *_workload(summary),
         *_reads(summary),
         *_activity(summary.activity, thresholds),
     ]

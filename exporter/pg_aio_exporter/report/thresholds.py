@@ -29,6 +29,7 @@ class Thresholds:
     max_sync_read_sessions: float  # io_worker_pool_saturated: clients reading themselves
     min_uncounted_read_sessions: float  # reads_not_yet_counted
     max_io_workers: int  # PostgreSQL's upper bound for io_workers
+    workload_regression_factor: float  # workload_regression: workload time x the baseline's
 
     def allowed_seconds_per_read(self, size_bytes: float) -> float:
         """PgAioReadLatencyHigh's limit for reads of this average size."""
@@ -59,6 +60,7 @@ class Thresholds:
             max_sync_read_sessions=float(report["max_sync_read_sessions"]),
             min_uncounted_read_sessions=float(report["min_uncounted_read_sessions"]),
             max_io_workers=int(report["max_io_workers"]),
+            workload_regression_factor=float(report["workload_regression_factor"]),
         )
 
 

@@ -6,10 +6,12 @@ from dataclasses import dataclass
 
 from pg_aio_exporter.report import units
 from pg_aio_exporter.report.findings import Context, Finding
+from pg_aio_exporter.report.workload import STATEMENTS, Workload, WorkloadComparison
 
 
 @dataclass(frozen=True)
 class Verdict:
+    workload: str  # did the work get done faster or slower? (the headline)
     reads: str  # did reads get faster or slower?
     storage: str  # is storage saturated?
     io_workers: str  # is the io worker pool big enough?
@@ -52,8 +54,13 @@ def reads(ctx: Context, found: dict[str, Finding]) -> str:
         f" {base.server.io_method or 'none'}: {units.per_mib(before.seconds_per_byte)},"
         f" {units.size(before.size_bytes)} per read)"
     )
-    if "read_latency_regression" in found:
-        change = f"{units.ratio(ratio)} slower per MiB: a regression."
+    if "read_latency_regression" in found and found["read_latency_regression"].severity == "info":
+        change = (
+            f"{units.ratio(ratio)} longer wait per MiB, while the workload ran faster: the"
+            " wait overlapped more, it is no slowdown."
+        )
+    elif "read_latency_regression" in found:
+        change = f"{units.ratio(ratio)} slower per MiB: a read wait regression."
     elif ratio < 1:
         change = f"{units.ratio(1 / ratio)} faster per MiB."
     else:
@@ -115,6 +122,70 @@ def io_workers(ctx: Context, found: dict[str, Finding]) -> str:
     )
 
 
+def _this_window(work: Workload) -> str:
+    """Workload time of this window alone."""
+    per_call, total = work.seconds_per_call, work.total
+    if per_call is not None and total is not None:
+        share = total.read_seconds / total.exec_seconds if total.exec_seconds > 0 else None
+        return (
+            f"Statements took {units.ms(per_call)} per call on average"
+            f" ({units.count(total.calls)} calls of {len(work.statements or {})} statements),"
+            f" {units.percent(share)} of it waiting on reads."
+        )
+    db_time = work.db_time_per_transaction
+    missing = f" (pg_stat_statements: {work.statements_note})" if work.statements_note else ""
+    if db_time is None:
+        return f"Not judged: no statement or transaction was counted{missing}."
+    return (
+        f"DB time per transaction {units.ms(db_time)}"
+        f" ({units.rate(work.transactions_per_second or 0.0)} transactions/s,"
+        f" {units.sessions(work.client_sessions or 0.0)} sessions busy on average){missing}."
+    )
+
+
+def _against(ctx: Context, cmp: WorkloadComparison) -> str:
+    base = ctx.baseline
+    assert base is not None
+    if cmp.basis == STATEMENTS:
+        what = (
+            f"time per statement call at the baseline's mix ({cmp.matched_statements}"
+            f" statements matched)"
+        )
+    else:
+        what = "DB time per transaction (pg_stat_statements not in both windows)"
+    if cmp.time_ratio < 0.95:
+        head = f"Faster: {units.ratio(1 / cmp.time_ratio)} less time"
+    elif cmp.time_ratio > 1.05:
+        head = f"Slower: {units.ratio(cmp.time_ratio)} the time"
+    else:
+        head = "About as fast"
+    reads_part = ""
+    if cmp.read_before is not None and cmp.read_after is not None and cmp.before > 0:
+        reads_part = (
+            f"; read wait {units.percent(cmp.read_before / cmp.before)} ->"
+            f" {units.percent(cmp.read_after / cmp.after if cmp.after > 0 else None)} of it"
+        )
+    return (
+        f"{head} than the baseline (PostgreSQL {base.server.version}, io_method"
+        f" {base.server.io_method or 'none'}), by {what}: {units.ms(cmp.after)} against"
+        f" {units.ms(cmp.before)}{reads_part}."
+    )
+
+
+def workload(ctx: Context) -> str:
+    """The headline: how long the work took, against the baseline when there is one."""
+    work = ctx.summary.workload
+    if work is None:
+        return "Not judged: this saved report predates workload time (schema 1)."
+    now = _this_window(work)
+    cmp = ctx.workload()
+    if cmp is not None:
+        return _against(ctx, cmp) + " " + now
+    if ctx.baseline is not None:
+        return now + " Not compared: the baseline has no statement or transaction in common."
+    return now + " Run with --baseline FILE to compare with a saved run."
+
+
 def verdict(ctx: Context, found: list[Finding]) -> Verdict:
     index = _by_id(found)
-    return Verdict(reads(ctx, index), storage(ctx, index), io_workers(ctx, index))
+    return Verdict(workload(ctx), reads(ctx, index), storage(ctx, index), io_workers(ctx, index))

@@ -1,0 +1,62 @@
+"""pg_stat_database: the work each database did (transactions, blocks accessed), the
+denominator of DB time per transaction when pg_stat_statements is not there.
+
+DB time itself is the activity collector's: average active sessions (on CPU included), sampled.
+The row of shared objects (datname NULL, PG 12+) is left out: it runs no transactions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pg_aio_exporter.collectors.base import Row
+from pg_aio_exporter.expose.metricset import MetricSet
+from pg_aio_exporter.versions import PG10
+
+SQL = (
+    "SELECT datname, xact_commit::float8 AS xact_commit,"
+    " xact_rollback::float8 AS xact_rollback, blks_read::float8 AS blks_read,"
+    " blks_hit::float8 AS blks_hit,"
+    " extract(epoch FROM pg_postmaster_start_time())::float8 AS start_time"
+    " FROM pg_stat_database WHERE datname IS NOT NULL"
+)
+
+COUNTERS = (
+    ("xact_commit", "pg_stat_database_xact_commit", "Transactions committed."),
+    ("xact_rollback", "pg_stat_database_xact_rollback", "Transactions rolled back."),
+    ("blks_read", "pg_stat_database_blks_read", "Blocks read from outside shared buffers."),
+    ("blks_hit", "pg_stat_database_blks_hit", "Blocks found in shared buffers."),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseWork:
+    """Summed over every database of the server."""
+
+    transactions: float  # committed + rolled back
+    blocks: float  # read + hit: blocks accessed
+    start_time: float  # postmaster start: counts of two restarts do not subtract
+
+
+def database_work(rows: list[Row]) -> DatabaseWork | None:
+    if not rows:
+        return None
+    return DatabaseWork(
+        transactions=sum(r["xact_commit"] + r["xact_rollback"] for r in rows),
+        blocks=sum(r["blks_read"] + r["blks_hit"] for r in rows),
+        start_time=rows[0]["start_time"],
+    )
+
+
+class PgStatDatabaseCollector:
+    name = "pg_stat_database"
+    since = PG10
+    labels = ("datname",)
+
+    def query(self, version_num: int) -> str | None:
+        return SQL
+
+    def collect(self, rows: list[Row], out: MetricSet) -> None:
+        for row in rows:
+            for column, metric, doc in COUNTERS:
+                out.counter(metric, doc, row[column], datname=row["datname"])

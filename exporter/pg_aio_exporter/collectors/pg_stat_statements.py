@@ -1,0 +1,226 @@
+"""pg_stat_statements (extension, PostgreSQL 13+): how long statements took, in total.
+
+The exporter reads totals per target (one row, no query texts: no per-statement series); the
+report reads one row per statement, with its text, to match statements across versions
+(queryid is not stable across major versions) and to name the ones that slowed.
+
+Only top-level statements count (PG 14+ `toplevel`): with pg_stat_statements.track = all a
+function's inner statements would count their time twice. Read time is the time waited on
+shared block reads: `blk_read_time` before 17, `shared_blk_read_time` from 17.
+
+The sums are not strictly monotonic: a statement evicted from the extension's table (more
+distinct statements than pg_stat_statements.max) takes its counts with it, which rate() reads
+as a counter reset; pg_stat_statements_info.dealloc counts evictions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+import psycopg
+
+from pg_aio_exporter.collectors.base import Row
+from pg_aio_exporter.expose.metricset import MetricSet
+from pg_aio_exporter.versions import PG13, PG14, PG17
+
+HIDDEN_TEXT = "<insufficient privilege>"
+# The exporter's own statements (prepared at connect, and the session's SET) are left out of
+# the report's workload: they are not the user's work.
+OWN_STATEMENTS = re.compile(r"^\s*(PREPARE\s+pg_aio_exporter_|SET\s+statement_timeout)", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class StatementCounters:
+    """pg_stat_statements counts of one statement, or summed over many; times in seconds."""
+
+    calls: float
+    exec_seconds: float
+    rows: float
+    blocks_read: float
+    blocks_hit: float
+    read_seconds: float
+
+    def __add__(self, other: StatementCounters) -> StatementCounters:
+        return StatementCounters(
+            self.calls + other.calls,
+            self.exec_seconds + other.exec_seconds,
+            self.rows + other.rows,
+            self.blocks_read + other.blocks_read,
+            self.blocks_hit + other.blocks_hit,
+            self.read_seconds + other.read_seconds,
+        )
+
+    def __sub__(self, other: StatementCounters) -> StatementCounters:
+        return StatementCounters(
+            self.calls - other.calls,
+            self.exec_seconds - other.exec_seconds,
+            self.rows - other.rows,
+            self.blocks_read - other.blocks_read,
+            self.blocks_hit - other.blocks_hit,
+            self.read_seconds - other.read_seconds,
+        )
+
+    @property
+    def went_back(self) -> bool:
+        return min(self.calls, self.exec_seconds, self.blocks_read, self.blocks_hit) < 0
+
+
+NO_STATEMENTS = StatementCounters(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+# Constant lists: PostgreSQL 18 squashes `IN ($1, $2, $3)` into `IN ($1 /*, ... */)` (and
+# ARRAY[...] the same way) and numbers the later parameters accordingly; 17 lists them all.
+_SQUASHED = re.compile(
+    r"(\bIN\s*\(|\bARRAY\s*\[)\s*\$\d+(?:\s*/\*,\s*\.\.\.\s*\*/|(?:\s*,\s*\$\d+)*)\s*(?=[)\]])",
+    re.I,
+)
+_PARAMETER = re.compile(r"\$\d+")
+_SPACE = re.compile(r"\s+")
+
+
+def normalize(text: str) -> str:
+    """A statement's text as pg_stat_statements shows it, made the same on 16, 17 and 18:
+    constant lists squashed, parameters unnumbered, white space collapsed."""
+    text = _SQUASHED.sub(lambda m: m.group(1) + "...", text)
+    text = _PARAMETER.sub("$", text)
+    return _SPACE.sub(" ", text).strip().rstrip(";").strip()
+
+
+def fingerprint(text: str) -> str:
+    """What identifies a statement across servers and versions, without its text."""
+    return hashlib.sha256(normalize(text).encode()).hexdigest()[:16]
+
+
+StatementKey = tuple[str, str, str]  # fingerprint, database, user
+
+
+def _columns(version_num: int) -> str:
+    read_time = "shared_blk_read_time" if version_num >= PG17 else "blk_read_time"
+    return (
+        "calls::float8 AS calls, total_exec_time::float8 AS exec_time, rows::float8 AS rows,"
+        " shared_blks_read::float8 AS blocks_read, shared_blks_hit::float8 AS blocks_hit,"
+        f" {read_time}::float8 AS read_time"
+    )
+
+
+def counters(row: Row) -> StatementCounters:
+    """A row's counts in base units (pg_stat_statements times are milliseconds)."""
+    return StatementCounters(
+        calls=row["calls"] or 0.0,
+        exec_seconds=(row["exec_time"] or 0.0) / 1000.0,
+        rows=row["rows"] or 0.0,
+        blocks_read=row["blocks_read"] or 0.0,
+        blocks_hit=row["blocks_hit"] or 0.0,
+        read_seconds=(row["read_time"] or 0.0) / 1000.0,
+    )
+
+
+def absent_reason(exc: Exception) -> str | None:
+    """Why pg_stat_statements cannot be read, when the cause is that it is not there (not
+    installed, not preloaded, or an extension version older than the server's), else None."""
+    if isinstance(exc, psycopg.errors.UndefinedFunction | psycopg.errors.UndefinedTable):
+        return "extension not installed in this database (CREATE EXTENSION pg_stat_statements)"
+    if isinstance(exc, psycopg.errors.ObjectNotInPrerequisiteState):
+        return "not in shared_preload_libraries"
+    if isinstance(exc, psycopg.errors.UndefinedColumn):
+        return "extension older than the server (ALTER EXTENSION pg_stat_statements UPDATE)"
+    return None
+
+
+COUNTERS = (
+    ("calls", "pg_stat_statements_calls", "Statements executed (top level)."),
+    ("exec_seconds", "pg_stat_statements_exec_seconds", "Time statements spent executing."),
+    ("rows", "pg_stat_statements_rows", "Rows statements returned or affected."),
+    ("blocks_read", "pg_stat_statements_shared_blocks_read", "Shared blocks statements read."),
+    ("blocks_hit", "pg_stat_statements_shared_blocks_hit", "Shared blocks found in the buffers."),
+    (
+        "read_seconds",
+        "pg_stat_statements_shared_block_read_seconds",
+        "Time statements waited on shared block reads; needs track_io_timing.",
+    ),
+)
+
+
+class PgStatStatementsCollector:
+    """Totals per target for the exporter; `per_statement` (the report's): one row per
+    statement with its text, summed to the same totals."""
+
+    name = "pg_stat_statements"
+    since = PG13
+    labels: tuple[str, ...] = ()
+
+    def __init__(self, per_statement: bool = False) -> None:
+        self.per_statement = per_statement
+
+    def query(self, version_num: int) -> str | None:
+        if version_num < self.since:
+            return None
+        top = " WHERE toplevel" if version_num >= PG14 else ""
+        if not self.per_statement:
+            sums = ", ".join(
+                f"coalesce(sum({c}), 0)::float8 AS {c}"
+                for c in ("calls", "exec_time", "rows", "blocks_read", "blocks_hit", "read_time")
+            )
+            return (
+                f"SELECT count(*)::int AS statements, {sums}"
+                f" FROM (SELECT {_columns(version_num)} FROM pg_stat_statements(false){top}) s"
+            )
+        where = " AND s.toplevel" if version_num >= PG14 else ""
+        return (
+            f"SELECT {_columns(version_num)}, s.query, d.datname, r.rolname"
+            " FROM pg_stat_statements(true) s"
+            " LEFT JOIN pg_database d ON d.oid = s.dbid LEFT JOIN pg_roles r ON r.oid = s.userid"
+            f" WHERE s.calls > 0{where}"
+        )
+
+    def absent(self, exc: Exception) -> str | None:
+        return absent_reason(exc)
+
+    def collect(self, rows: list[Row], out: MetricSet) -> None:
+        if not rows:
+            return
+        summed = sum((counters(row) for row in rows), NO_STATEMENTS)
+        for field, metric, doc in COUNTERS:
+            out.counter(metric, doc, getattr(summed, field))
+        out.gauge(
+            "pg_stat_statements_statements",
+            "Statements pg_stat_statements holds (pg_stat_statements.max bounds it).",
+            float(sum(row.get("statements", 1) for row in rows)),
+        )
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement of the report's window: where it ran, its text, what it counted."""
+
+    database: str
+    user: str
+    text: str
+    counters: StatementCounters
+
+    @property
+    def key(self) -> StatementKey:
+        return fingerprint(self.text), self.database, self.user
+
+
+def statements(rows: list[Row]) -> dict[StatementKey, Statement]:
+    """The per-statement rows of one poll, by key; rows whose text this role may not see (no
+    pg_read_all_stats) and the exporter's own statements are left out. Statements whose texts
+    normalise alike (a list of 3 and of 4 constants on 17) are summed."""
+    out: dict[StatementKey, Statement] = {}
+    for row in rows:
+        text = row["query"]
+        if text is None or text == HIDDEN_TEXT or OWN_STATEMENTS.match(text):
+            continue
+        stmt = Statement(row["datname"] or "", row["rolname"] or "", text, counters(row))
+        seen = out.get(stmt.key)
+        if seen is not None:
+            stmt = Statement(stmt.database, stmt.user, seen.text, seen.counters + stmt.counters)
+        out[stmt.key] = stmt
+    return out
+
+
+def hidden(rows: list[Row]) -> int:
+    """Statements whose text this role may not see (it needs pg_read_all_stats)."""
+    return sum(1 for row in rows if row["query"] in (None, HIDDEN_TEXT))

@@ -1,0 +1,220 @@
+"""Workload time: how long the work took, the figure that answers "faster or slower".
+
+Two bases, the better first:
+- statements (pg_stat_statements): execution time per call of each statement, compared at the
+  baseline's statement mix. Statements are matched by normalized text, database and user
+  (collectors/pg_stat_statements.py): queryid is not stable across major versions.
+- db_time_per_transaction (always there): DB time (client sessions doing work, on CPU
+  included, sampled) per transaction counted by pg_stat_database.
+
+Read wait (pg_stat_io, and each statement's shared_blk_read_time) explains where the time went;
+under io_method worker and io_uring it is only the part of each read that did not overlap
+other work, so it is no measure of speed across versions or io_methods (docs/report.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pg_aio_exporter.collectors.pg_stat_statements import StatementCounters, StatementKey
+
+STATEMENTS = "statements"
+DB_TIME = "db_time_per_transaction"
+LISTED = 5  # statements named in a finding or in the window's own list
+KEPT = 200  # statements a saved report keeps (the most time first): enough for any mix
+MIB = 1024.0 * 1024.0
+BLOCK_BYTES = 8192.0
+
+
+@dataclass(frozen=True)
+class StatementWindow:
+    """One statement's counts over the window. `text` only for the statements a report lists
+    (the rest are identified by fingerprint alone)."""
+
+    fingerprint: str
+    database: str
+    user: str
+    counters: StatementCounters
+    text: str | None = None
+
+    @property
+    def key(self) -> StatementKey:
+        return self.fingerprint, self.database, self.user
+
+    @property
+    def seconds_per_call(self) -> float:
+        return self.counters.exec_seconds / self.counters.calls
+
+    @property
+    def read_share(self) -> float | None:
+        """Share of the execution time waiting on shared block reads."""
+        c = self.counters
+        return c.read_seconds / c.exec_seconds if c.exec_seconds > 0 else None
+
+    @property
+    def read_mib_per_call(self) -> float:
+        return self.counters.blocks_read * BLOCK_BYTES / MIB / self.counters.calls
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the window's work was, for workload time."""
+
+    seconds: float  # between the first and the last read of these counts
+    statements: Mapping[StatementKey, StatementWindow] | None  # None: pg_stat_statements unread
+    transactions: float | None  # pg_stat_database, the report's own left out
+    blocks: float | None  # blocks accessed (read + hit)
+    client_sessions: float | None  # DB time: average client backends doing work (sampled)
+    statements_note: str | None = None  # why there are no statements, in words
+
+    @property
+    def total(self) -> StatementCounters | None:
+        if self.statements is None:
+            return None
+        return sum(
+            (s.counters for s in self.statements.values()),
+            StatementCounters(0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
+        )
+
+    @property
+    def seconds_per_call(self) -> float | None:
+        total = self.total
+        return total.exec_seconds / total.calls if total is not None and total.calls else None
+
+    @property
+    def db_time_per_transaction(self) -> float | None:
+        if not self.transactions or self.client_sessions is None or self.seconds <= 0:
+            return None
+        return self.client_sessions * self.seconds / self.transactions
+
+    @property
+    def transactions_per_second(self) -> float | None:
+        if self.transactions is None or self.seconds <= 0:
+            return None
+        return self.transactions / self.seconds
+
+    @property
+    def statement_share(self) -> float | None:
+        """The statements' execution time over DB time: how much of the time sessions worked
+        pg_stat_statements accounts for. Low for sub-millisecond statements, whose parse, plan,
+        commit and round trips (not execution time) take most of each transaction."""
+        total = self.total
+        if total is None or not self.client_sessions or self.seconds <= 0:
+            return None
+        return total.exec_seconds / (self.client_sessions * self.seconds)
+
+    def listed(self, limit: int = LISTED) -> list[StatementWindow]:
+        """The statements that took the most time."""
+        if self.statements is None:
+            return []
+        ranked = sorted(self.statements.values(), key=lambda s: (-s.counters.exec_seconds, s.key))
+        return ranked[:limit]
+
+
+@dataclass(frozen=True)
+class StatementChange:
+    now: StatementWindow
+    before: StatementWindow
+
+    @property
+    def ratio(self) -> float:
+        before = self.before.seconds_per_call
+        return self.now.seconds_per_call / before if before > 0 else float("inf")
+
+
+@dataclass(frozen=True)
+class WorkloadComparison:
+    time_ratio: float  # now / baseline; below 1 is faster
+    basis: str  # STATEMENTS or DB_TIME
+    matched_statements: int
+    before: float  # seconds per call at the baseline's mix, or DB time per transaction
+    after: float
+    # Read wait per call at the baseline's mix, before and after (statements basis only).
+    read_before: float | None = None
+    read_after: float | None = None
+    changes: tuple[StatementChange, ...] = ()  # matched statements, the most slowed first
+    matched_share: float | None = None  # share of the baseline's time the matched ones took
+
+    @property
+    def read_wait_grew(self) -> bool | None:
+        """Whether the added read wait per call explains at least half the added time: the
+        slowdown is I/O (storage, io_method, io_workers); otherwise CPU or plan."""
+        if self.read_before is None or self.read_after is None:
+            return None
+        added = self.after - self.before
+        return added > 0 and (self.read_after - self.read_before) >= added / 2
+
+    def slowed(self, limit: int = LISTED) -> list[StatementChange]:
+        return [c for c in self.changes if c.ratio > 1][:limit]
+
+
+def _by_statements(before: Workload, after: Workload) -> WorkloadComparison | None:
+    if before.statements is None or after.statements is None:
+        return None
+    pairs = [
+        StatementChange(now, before.statements[key])
+        for key, now in after.statements.items()
+        if key in before.statements
+        and now.counters.calls > 0
+        and before.statements[key].counters.calls > 0
+    ]
+    if not pairs:
+        return None
+    # Each statement's time per call now and then, weighted by its calls in the baseline.
+    weight = {id(p): p.before.counters.calls for p in pairs}
+    then = sum(weight[id(p)] * p.before.seconds_per_call for p in pairs)
+    now = sum(weight[id(p)] * p.now.seconds_per_call for p in pairs)
+    if then <= 0:
+        return None
+    read_then = sum(
+        weight[id(p)] * p.before.counters.read_seconds / p.before.counters.calls for p in pairs
+    )
+    read_now = sum(
+        weight[id(p)] * p.now.counters.read_seconds / p.now.counters.calls for p in pairs
+    )
+    base_total = before.total
+    calls = sum(p.before.counters.calls for p in pairs)
+    return WorkloadComparison(
+        time_ratio=now / then,
+        basis=STATEMENTS,
+        matched_statements=len(pairs),
+        before=then / calls,
+        after=now / calls,
+        read_before=read_then / calls,
+        read_after=read_now / calls,
+        changes=tuple(sorted(pairs, key=lambda p: (-p.ratio, p.now.key))),
+        matched_share=(
+            sum(p.before.counters.exec_seconds for p in pairs) / base_total.exec_seconds
+            if base_total is not None and base_total.exec_seconds > 0
+            else None
+        ),
+    )
+
+
+# Below this share of DB time in either window, execution time leaves out most of the time the
+# work took (parse, plan, commit, round trips): DB time per transaction judges instead.
+MIN_STATEMENT_SHARE = 0.5
+
+
+def _statements_cover(work: Workload) -> bool:
+    share = work.statement_share
+    return share is None or share >= MIN_STATEMENT_SHARE
+
+
+def compare_workload(before: Workload | None, after: Workload | None) -> WorkloadComparison | None:
+    """Now against the baseline, by statements when both windows have them and their execution
+    time is most of DB time, else by DB time per transaction; None when neither basis is
+    there."""
+    if before is None or after is None:
+        return None
+    by_statements = _by_statements(before, after)
+    db_time = before.db_time_per_transaction and after.db_time_per_transaction
+    if by_statements is not None and (
+        not db_time or (_statements_cover(before) and _statements_cover(after))
+    ):
+        return by_statements
+    then, now = before.db_time_per_transaction, after.db_time_per_transaction
+    if then is None or now is None or then <= 0:
+        return None
+    return WorkloadComparison(now / then, DB_TIME, 0, then, now)

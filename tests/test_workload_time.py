@@ -1,0 +1,324 @@
+"""Workload time judged by pgbench, PostgreSQL's own client: the issue-22 table remade on real
+servers. The same data (a 32 MB table, shared_buffers 16 MB) on 17.10 and on 18.6 with io_method
+worker and sync (and io_uring where scripts/build-postgres-io-uring.py built it); two closed-loop
+workloads, sequential scans (2 clients) and index probes (4 clients), each run once per server
+under pgbench while `pg-aio-exporter report --save` watches; pgbench's latency is taken from
+its per-second log over the report's window.
+
+Whenever pgbench's latency moved by more than 1.15x, the report's time_ratio must point the same
+way (by statements and by DB time per transaction), and for the scans lie within 20% of
+pgbench's ratio; read slowed per read (the shim) on 18 is a workload_regression; a faster
+workload is never called a regression; `compare` names the fastest. Ratios, never absolute
+times: the machine is loaded, and pgbench and the report see the same window.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import pgbins
+from pg_aio_exporter.demo import iouring
+from pg_aio_exporter.demo.server import LocalServer
+from pg_aio_exporter.demo.workload import ROWS_PER_MB, create_table
+from pg_aio_exporter.report import document, thresholds
+from pg_aio_exporter.report.outcome import judge
+from pg_aio_exporter.report.summary import Summary
+from pg_aio_exporter.report.workload import DB_TIME, STATEMENTS
+from slowread import SlowReads
+
+TABLE_MB = 32
+SETTINGS = {
+    "shared_buffers": "16MB",
+    "track_io_timing": "on",
+    "max_connections": "20",
+    "max_parallel_workers_per_gather": "0",  # the clients' own reads, as in the issue
+    "shared_preload_libraries": "pg_stat_statements",
+}
+# Index probes per statement: enough server work per transaction (a few tenths of a ms) that
+# pgbench's own share of its latency (its threads on the same loaded cores) does not decide the
+# direction; a list of constants, which 18 squashes and 17 does not, matched all the same.
+PROBES = 8
+# workload -> (pgbench script, clients, the report's --sample-interval). Scans: the default
+# 1 s, so that the report's own transactions (one per sample) stay few next to the scans' (a
+# few a second). Probes: 100 ms, since their sessions are rarely caught active and 10 s at 1 s
+# would be 10 samples (a 2-minute report has 120); their thousands of transactions a second
+# dwarf the report's ten.
+SCRIPTS = {
+    "scan": ("SELECT sum(length(payload)) FROM aio_demo;\n", 2, "1s"),
+    "probe": (
+        "".join(f"\\set k{i} random(1, {TABLE_MB * ROWS_PER_MB})\n" for i in range(PROBES))
+        + "SELECT sum(length(payload)) FROM aio_demo WHERE id IN ("
+        + ", ".join(f":k{i}" for i in range(PROBES))
+        + ");\n",
+        4,
+        "100ms",
+    ),
+}
+REPORT_SECONDS = 10
+PGBENCH_LIMIT = 60  # stopped when the report is done
+MOVED = 1.15
+SLOW_READ_US = 3000
+LIMITS = thresholds.load()
+
+
+@dataclass
+class Run:
+    latency: float  # pgbench's latency average, seconds
+    saved: Path
+    summary: Summary
+
+
+def pgbench(server: LocalServer, script: Path, clients: int) -> subprocess.Popen[str]:
+    """A closed-loop pgbench reporting its latency every second, stamped (stderr)."""
+    return subprocess.Popen(
+        [
+            str(pgbins.bin_dir("18") / "pgbench"),
+            *("-n", "-f", str(script), "-c", str(clients), "-j", str(clients)),
+            *("-T", str(PGBENCH_LIMIT)),
+            *("--progress=1", "--progress-timestamp", server.dsn()),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+PROGRESS = re.compile(r"progress: ([0-9.]+) s, ([0-9.]+) tps, lat ([0-9.]+) ms")
+
+
+def latency_over(progress: str, started: float, ended: float) -> float:
+    """pgbench's mean latency (s) over the seconds the report's window covered, from its
+    progress lines (`progress: <epoch> s, <tps> tps, lat <ms> ms ...`, each about the second
+    before its stamp)."""
+    count = total = 0.0
+    for stamp, tps, latency_ms in (map(float, m.groups()) for m in PROGRESS.finditer(progress)):
+        if started + 1 <= stamp <= ended + 0.5:
+            count += tps
+            total += tps * latency_ms
+    assert count > 0, f"pgbench ran no transaction within {started}..{ended}: {progress}"
+    return total / count / 1000
+
+
+def measure(server: LocalServer, workload: str, saved: Path) -> Run:
+    """pgbench and the report over the same seconds: pgbench runs around the report's window
+    and its latency is taken over that window alone."""
+    sql, clients, sample_interval = SCRIPTS[workload]
+    script = saved.with_suffix(".sql")
+    script.write_text(sql)
+    bench = pgbench(server, script, clients)
+    try:
+        result = subprocess.run(
+            [
+                *(sys.executable, "-m", "pg_aio_exporter", "report", "--dsn", server.dsn()),
+                *("--duration", f"{REPORT_SECONDS}s", "--sample-interval", sample_interval),
+                *("--save", str(saved), "--format", "json"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+        )
+    finally:
+        bench.send_signal(signal.SIGINT)
+        _, progress = bench.communicate(timeout=30)
+    assert result.returncode == 0, result.stderr
+    summary = document.load_baseline(str(saved))
+    latency = latency_over(progress, summary.started_at, summary.ended_at)
+    return Run(latency, saved, summary)
+
+
+def start(
+    bin_dir: Path, *, statements: bool = True, **settings: str
+) -> tuple[LocalServer, SlowReads]:
+    wanted = {**SETTINGS, **settings}
+    if not statements:
+        del wanted["shared_preload_libraries"]
+    server = LocalServer.create(bin_dir, settings=wanted)
+    shim = SlowReads(server)
+    server.start()
+    create_table(server.dsn(), TABLE_MB)
+    if statements:
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION pg_stat_statements")
+    return server, shim
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Run]]:
+    """(server, workload) -> its run. Servers: '17', '18 worker', '18 sync' (pg_stat_statements
+    dropped for its scans: the report's path without the extension), '18 io_uring' where
+    built (that build has no pg_stat_statements), and '18 slow reads' (worker, SLOW_READ_US
+    per read: the true regression)."""
+    root = tmp_path_factory.mktemp("workload")
+    out: dict[tuple[str, str], Run] = {}
+    seventeen, _ = start(pgbins.bin_dir("17"))
+    try:
+        for workload in SCRIPTS:
+            out[("17", workload)] = measure(seventeen, workload, root / f"17-{workload}.json")
+    finally:
+        seventeen.destroy()
+    eighteen, shim = start(pgbins.bin_dir("18"), io_method="worker")
+    try:
+        for workload in SCRIPTS:
+            out[("18 worker", workload)] = measure(eighteen, workload, root / f"w-{workload}.json")
+        shim.set_delay(SLOW_READ_US)
+        out[("18 slow reads", "scan")] = measure(eighteen, "scan", root / "slow-scan.json")
+        shim.set_delay(0)
+        eighteen.configure({"io_method": "sync"})
+        eighteen.restart()
+        with psycopg.connect(eighteen.dsn(), autocommit=True) as conn:
+            conn.execute("DROP EXTENSION pg_stat_statements")
+        out[("18 sync", "scan")] = measure(eighteen, "scan", root / "s-scan.json")
+    finally:
+        eighteen.destroy()
+    if iouring.builds():
+        # The io_uring build has no contrib: no pg_stat_statements, DB time only.
+        uring, _ = start(iouring.bin_dir(), statements=False, io_method="io_uring")
+        try:
+            out[("18 io_uring", "scan")] = measure(uring, "scan", root / "u-scan.json")
+        finally:
+            uring.destroy()
+    yield out
+
+
+def without_statements(summary: Summary) -> Summary:
+    """The same window as a server without pg_stat_statements reports it."""
+    assert summary.workload is not None
+    return replace(summary, workload=replace(summary.workload, statements=None))
+
+
+def table(runs: dict[tuple[str, str], Run]) -> list[tuple[str, str, float, float, str]]:
+    """Every server's scans against 17's, per basis: (server, workload, pgbench ratio, report
+    time_ratio, basis). Probes are left out (see test_probes_match_across_versions)."""
+    rows = []
+    for (name, workload), run in runs.items():
+        if name in ("17", "18 slow reads") or workload != "scan":
+            continue
+        base = runs[("17", workload)]
+        pg_ratio = run.latency / base.latency
+        for before, after in (
+            (base.summary, run.summary),
+            (without_statements(base.summary), without_statements(run.summary)),
+        ):
+            cmp = judge(after, LIMITS, before).workload
+            assert cmp is not None, (name, workload)
+            rows.append((name, workload, pg_ratio, cmp.time_ratio, cmp.basis))
+    print(
+        "\n".join(
+            f"{r[0]:>12} {r[1]:>5}  pgbench {r[2]:.2f}  report {r[3]:.2f} ({r[4]})" for r in rows
+        )
+    )
+    return rows
+
+
+def test_report_agrees_with_pgbench_on_faster_or_slower(runs: dict[tuple[str, str], Run]):
+    rows = table(runs)
+    bases = {(r[0], r[1]): set() for r in rows}
+    for name, workload, pg_ratio, ratio, basis in rows:
+        bases[(name, workload)].add(basis)
+        if abs(math.log(pg_ratio)) > math.log(MOVED):
+            assert (ratio > 1) == (pg_ratio > 1), (name, workload, basis, pg_ratio, ratio)
+        # Within 20% by statements. DB time per transaction counts some 35-150 scans per 10 s
+        # window, less the report's own transactions (one per sample, an estimate: a backend's
+        # counts reach pg_stat_database late, the report's sometimes not within the window),
+        # an error of up to ~10 transactions: 40% (measured here: 0.74 to 1.14 of pgbench).
+        tolerance = 1.2 if basis == STATEMENTS else 1.4
+        assert 1 / tolerance <= ratio / pg_ratio <= tolerance, (name, basis, pg_ratio, ratio)
+    # Statements where both windows had pg_stat_statements; DB time where one did not.
+    assert bases[("18 worker", "scan")] == {STATEMENTS, DB_TIME}
+    assert bases[("18 sync", "scan")] == {DB_TIME}
+
+
+def test_without_pg_stat_statements_the_report_says_so_and_works(
+    runs: dict[tuple[str, str], Run],
+):
+    doc = json.loads(runs[("18 sync", "scan")].saved.read_text())
+    assert doc["workload"]["statements"] is None
+    assert "pg_stat_statements" in " ".join(doc["not_visible"])
+    assert doc["verdict"]["workload"].startswith("DB time per transaction")
+    assert doc["reads"]["total"]["reads"] > 0
+
+
+def test_slow_reads_are_a_workload_regression(runs: dict[tuple[str, str], Run]):
+    slow, base = runs[("18 slow reads", "scan")], runs[("17", "scan")]
+    assert slow.latency / base.latency > LIMITS.workload_regression_factor * 1.2, "no slowdown"
+    report = judge(slow.summary, LIMITS, base.summary)
+    found = {f.id: f for f in report.findings}
+    regression = found["workload_regression"]
+    assert regression.evidence["read_wait_grew"] is True
+    (listed, *_) = regression.evidence["statements"]
+    assert "aio_demo" in listed["text"]
+    assert report.verdict.workload.startswith("Slower")
+
+
+def test_a_faster_workload_is_never_a_regression(runs: dict[tuple[str, str], Run]):
+    """Every ordered pair of scan runs (slowed reads aside) in which pgbench found one faster
+    by more than 1.15x: no workload_regression, no warning on read wait."""
+    checked = 0
+    for (name, workload), run in runs.items():
+        for (other, other_workload), base in runs.items():
+            if "slow" in name + other or other_workload != workload or other == name:
+                continue
+            if workload != "scan":
+                continue
+            if run.latency / base.latency >= 1 / MOVED:
+                continue
+            report = judge(run.summary, LIMITS, base.summary)
+            found = {f.id: f.severity for f in report.findings}
+            assert "workload_regression" not in found, (name, other, workload)
+            assert found.get("read_latency_regression") in (None, "info"), (name, other)
+            checked += 1
+    assert checked, "pgbench found no run faster than another"
+
+
+def test_compare_names_the_fastest(runs: dict[tuple[str, str], Run]):
+    """Every saved scan report side by side. pgbench's fastest is named, or one pgbench could not
+    tell from it (within 1.15x: on a loaded machine two io_methods can tie); never the slowed
+    one."""
+    chosen = [run for (_, workload), run in runs.items() if workload == "scan"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pg_aio_exporter", "compare", "--format", "json"]
+        + [str(r.saved) for r in chosen],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    fastest = json.loads(result.stdout)["fastest"]
+    named = next(r for r in chosen if str(r.saved) == fastest)
+    best = min(r.latency for r in chosen)
+    assert named.latency <= best * MOVED, [(r.saved.name, r.latency) for r in chosen]
+    assert named is not runs[("18 slow reads", "scan")]
+    text = subprocess.run(
+        [sys.executable, "-m", "pg_aio_exporter", "compare", *[str(r.saved) for r in chosen]],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    print(text)
+    assert f"Fastest: {chr(ord('A') + chosen.index(named))} " in text
+
+
+def test_probes_match_across_versions(runs: dict[tuple[str, str], Run]):
+    """The probes' list of 8 constants is `IN ($1, ..., $8)` on 17 and `IN ($1 /*, ... */)` on
+    18: one statement in both windows. (Their direction is not judged against pgbench here: at a
+    few tenths of a ms per transaction pgbench's latency on these loaded cores moved 1.45-1.75x
+    between runs while the servers' statement and DB time stayed within 5%: client time the
+    server cannot see. docs/report.md.)"""
+    before, after = (runs[(name, "probe")].summary.workload for name in ("17", "18 worker"))
+    assert before is not None and after is not None
+    assert before.statements and after.statements
+    probe = {k for k, s in after.statements.items() if "aio_demo WHERE id IN" in (s.text or "")}
+    assert probe and probe <= set(before.statements)
