@@ -8,11 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-from pg_aio_exporter.collectors import activity, pg_aios, pg_stat_io, server, settings
+from pg_aio_exporter.collectors import (
+    activity,
+    pg_aios,
+    pg_stat_io,
+    pg_stat_wal,
+    server,
+    settings,
+)
 from pg_aio_exporter.collectors.base import PollCollector, SampleCollector
 
 POLL: dict[str, Callable[[], PollCollector]] = {
     pg_stat_io.PgStatIoCollector.name: pg_stat_io.PgStatIoCollector,
+    pg_stat_wal.PgStatWalCollector.name: pg_stat_wal.PgStatWalCollector,
     settings.SettingsCollector.name: settings.SettingsCollector,
     server.ServerCollector.name: server.ServerCollector,
 }

@@ -61,7 +61,9 @@ def _ensure_os_user() -> tuple[pwd.struct_passwd, bool]:
         )
         # 9: another process (a parallel test worker, a second demo) created it meanwhile.
         if result.returncode not in (0, USERADD_EXISTS):
-            raise subprocess.CalledProcessError(result.returncode, result.args, stderr=result.stderr)
+            raise subprocess.CalledProcessError(
+                result.returncode, result.args, stderr=result.stderr
+            ) from None
         return pwd.getpwnam(OS_USER), result.returncode == 0
 
 
