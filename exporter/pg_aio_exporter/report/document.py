@@ -17,6 +17,7 @@ from pg_aio_exporter import __version__
 from pg_aio_exporter.collectors.activity import WaitKey
 from pg_aio_exporter.collectors.intervals import LabelKey, ReadCounters
 from pg_aio_exporter.config import ConfigError, read_text_file
+from pg_aio_exporter.report import writes
 from pg_aio_exporter.report.compare import RowComparison
 from pg_aio_exporter.report.outcome import Report
 from pg_aio_exporter.report.summary import Activity, Reads, ServerFacts, Summary
@@ -106,6 +107,7 @@ def _comparison(report: Report) -> dict[str, Any] | None:
             "io_workers": base.server.settings.get("io_workers"),
         },
         "rows": [_compared(row) for row in rows],
+        "writes": writes.comparison(base, report.summary),
     }
 
 
@@ -154,6 +156,12 @@ def to_json(report: Report, thresholds: Thresholds) -> dict[str, Any]:
             ],
         },
         "activity": _activity(summary.activity, thresholds),
+        "writes": writes.to_json(
+            summary,
+            None
+            if thresholds.writes is None
+            else writes.write_wait_sessions(summary.activity, thresholds.writes),
+        ),
         "not_visible": list(summary.not_visible),
         "findings": [
             {
@@ -252,6 +260,7 @@ def from_json(doc: Mapping[str, Any]) -> Summary:
         resets=tuple(_epoch(r) for r in window["stats_resets"]),
         restarts=int(window["restarts"]),
         not_visible=tuple(map(str, doc["not_visible"])),
+        writes=writes.from_json(doc.get("writes")),
     )
 
 

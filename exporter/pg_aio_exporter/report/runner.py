@@ -12,10 +12,10 @@ import logging
 import time
 from collections.abc import Callable
 
-from pg_aio_exporter.collectors import pg_stat_io, server, settings
+from pg_aio_exporter.collectors import pg_stat_io, pg_stat_wal, server, settings
 from pg_aio_exporter.collectors.activity import ActivityCollector
 from pg_aio_exporter.collectors.base import Row
-from pg_aio_exporter.collectors.intervals import ReadWindow
+from pg_aio_exporter.collectors.intervals import ReadWindow, WalWindow
 from pg_aio_exporter.collectors.pg_aios import PgAiosCollector
 from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.exposition import Exposition
@@ -23,6 +23,7 @@ from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 from pg_aio_exporter.poll.sampler import Sampler
 from pg_aio_exporter.poll.worker import TargetWorker
 from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
+from pg_aio_exporter.report.written import Writes
 
 # pg_stat_io is read this often within the window (and at its end): a stats reset or restart
 # then costs one interval, not the window. One poll costs the server about what 2 samples do.
@@ -51,6 +52,8 @@ class Recorder:
 
     def __init__(self) -> None:
         self.reads = ReadWindow()
+        self.wal = WalWindow()
+        self.wal_seen = False  # the pg_stat_wal collector answered (PostgreSQL 14+)
         self.server_rows: list[Row] = []
         self.settings_rows: list[Row] = []
         self.failures: dict[str, tuple[str, str]] = {}  # collector -> kind, the last message
@@ -58,16 +61,33 @@ class Recorder:
     def start(self) -> None:
         """Forget the reads seen so far: the window starts now."""
         self.reads = ReadWindow()
+        self.wal = WalWindow()
 
     def polled(self, collector: str, rows: list[Row], read_at: float) -> None:
         if collector == pg_stat_io.PgStatIoCollector.name:
             snapshot = pg_stat_io.read_snapshot(rows)
             if snapshot is not None:
                 self.reads.observe(snapshot, read_at)
+        elif collector == pg_stat_wal.PgStatWalCollector.name:
+            wal = pg_stat_wal.wal_snapshot(rows)
+            if wal is not None:
+                self.wal_seen = True
+                self.wal.observe(wal, read_at)
         elif collector == server.ServerCollector.name:
             self.server_rows = rows
         elif collector == settings.SettingsCollector.name:
             self.settings_rows = rows
+
+    def writes(self) -> Writes:
+        """The window's write side, read and WAL counts alike."""
+        return Writes(
+            rows=self.reads.writes,
+            seconds=self.reads.seconds,
+            timed=self.reads.timed,
+            wal=self.wal.counters if self.wal_seen else None,
+            wal_seconds=self.wal.seconds,
+            wal_timed=self.wal.timed,
+        )
 
     def failed(self, collector: str, kind: str, message: str) -> None:
         self.failures[collector] = (kind, message)
@@ -187,4 +207,5 @@ async def measure(
         resets=tuple(recorder.reads.resets),
         restarts=recorder.reads.restarts,
         not_visible=tuple(unseen),
+        writes=recorder.writes(),
     )

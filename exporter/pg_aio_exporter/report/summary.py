@@ -17,6 +17,7 @@ from pg_aio_exporter.collectors.intervals import (
     read_figures,
     total,
 )
+from pg_aio_exporter.report.written import Writes
 from pg_aio_exporter.versions import PG16, PG18
 
 BLOCK_BYTES = 8192  # what one uncombined read covers (PostgreSQL's default block size)
@@ -168,6 +169,7 @@ class Summary:
     resets: tuple[float, ...] = ()  # pg_stat_io stats_reset values that appeared
     restarts: int = 0
     not_visible: tuple[str, ...] = ()  # what this role could not see, in words
+    writes: Writes | None = None  # the write side (report/writes.py); None: not measured
 
     @property
     def duration(self) -> float:
