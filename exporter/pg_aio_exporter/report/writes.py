@@ -387,6 +387,7 @@ def comparison(before: Summary, after: Summary) -> dict[str, dict[str, float | N
 
 # --- text --------------------------------------------------------------------------------------
 
+
 def _mib_per_second(value: float | None) -> str:
     return f"{units.mib(value)}/s" if value is not None else units.NONE
 
