@@ -29,6 +29,7 @@ import psycopg
 import pytest
 
 from alertstack import SHORT, WINDOW, Stack, alert_stack, short_rules
+from dashboard_stack import dq, resolve
 from harness import Exporter, Samples, labels, wait_for
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir
 from pgbins import bin_dir
@@ -219,6 +220,27 @@ def test_wal_write_and_sync_have_the_same_names_on_every_version(
 # -- end to end on 18 ----------------------------------------------------------------------------
 
 
+# The overview dashboard's write row (dashboards/generate.py write_panels).
+WRITE_PANELS = {
+    "Write time per MiB",
+    "Write time per operation",
+    "WAL write and sync time",
+    "Who writes shared buffers",
+    "Sessions waiting on writes",
+}
+OVERVIEW = Path(__file__).resolve().parent.parent / "dashboards" / "pg-aio-overview.json"
+
+
+def empty_write_panels(stack: Stack) -> list[str]:
+    """The write row's queries that return nothing, run as Grafana would (every variable at
+    All, 1 s scrapes) against the stack's Prometheus."""
+    board = json.loads(OVERVIEW.read_text())
+    chosen = resolve(board, stack.prometheus)
+    queries = [q for q in dq.queries(board) if q.kind == "panel" and q.title in WRITE_PANELS]
+    assert {q.title for q in queries} == WRITE_PANELS
+    return [q.where for q in queries if not stack.prometheus.query(dq.substitute(q.expr, chosen))]
+
+
 def write_alerts(stack: Stack) -> dict[str, Any]:
     """Every alert of the write side in any state, and the read side's storage alerts."""
     return {a["labels"]["alertname"]: a for a in stack.prometheus.alerts()}
@@ -270,6 +292,13 @@ def test_slow_syncs_fire_the_write_alerts_and_the_report_names_writes(
 
         wait_for(all_fired, 90, f"alerts {sorted(WRITE_ALERTS)}", every=1)
         slow_sync = stack.value(f"pg_aio_target:wal_sync_latency_seconds:rate{WINDOW}")
+        # A checkpoint: the checkpointer's buffer writes, writebacks and (slowed) fsyncs.
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+        deadline = time.monotonic() + 30
+        while (empty := empty_write_panels(stack)) and time.monotonic() < deadline:
+            time.sleep(1)
+        assert empty == [], f"queries of the dashboard's write row without data: {empty}"
         saturated = write_alerts(stack)["PgAioStorageSaturatedByWrites"]
         assert saturated["labels"]["signal"] == "wal_sync"
 
@@ -290,7 +319,8 @@ def test_slow_syncs_fire_the_write_alerts_and_the_report_names_writes(
     print(
         f"\nWAL sync fast {fast_sync} s, slow {slow_sync} s; pgbench fast {fast}, slow"
         f" {slowed_run}; fired after {fired_after}, resolved after {resolved_after} s; took"
-        f" {time.monotonic() - started:.0f} s"
+        f" {time.monotonic() - started:.0f} s; sessions in write waits"
+        f" {slowed['writes']['write_wait_sessions']}"
     )
 
     # The report over the slow window: storage saturated by writes, WAL syncs slow.
