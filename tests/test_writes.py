@@ -29,11 +29,12 @@ import psycopg
 import pytest
 
 from alertstack import SHORT, WINDOW, Stack, alert_stack, short_rules
-from dashboard_stack import dq, resolve
+from dashboard_stack import dq
 from harness import Exporter, Samples, labels, wait_for
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir
 from pgbins import bin_dir
 from slowwrite import SlowWrites
+from test_alerts_e2e_io_uring import every_value
 
 pytestmark = pytest.mark.integration
 
@@ -235,7 +236,7 @@ def empty_write_panels(stack: Stack) -> list[str]:
     """The write row's queries that return nothing, run as Grafana would (every variable at
     All, 1 s scrapes) against the stack's Prometheus."""
     board = json.loads(OVERVIEW.read_text())
-    chosen = resolve(board, stack.prometheus)
+    chosen = every_value(board)
     queries = [q for q in dq.queries(board) if q.kind == "panel" and q.title in WRITE_PANELS]
     assert {q.title for q in queries} == WRITE_PANELS
     return [q.where for q in queries if not stack.prometheus.query(dq.substitute(q.expr, chosen))]
