@@ -210,3 +210,11 @@ def test_a_report_without_writes_reloads_without_them():
     doc = json.loads(document.dumps(judge(summary(), T), T))
     assert doc["writes"] is None
     del doc["writes"]  # a report made before the write side
+
+
+def test_wal_timing_off_is_said_once_and_judges_nothing():
+    untimed = replace(window(w=wal(ms_each=50.0)), wal_timed=False)
+    found = judged(summary(writes=untimed))
+    assert found["track_wal_io_timing_off"].severity == "info"
+    assert not {"wal_sync_latency_high", "storage_saturated_by_writes"} & set(found)
+    assert "track_wal_io_timing_off" not in judged(summary(writes=window()))

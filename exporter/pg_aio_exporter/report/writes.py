@@ -173,9 +173,10 @@ def backends_writing_buffers(ctx: Context, j: _Judged) -> Finding | None:
         {
             "backend_share": share,
             "max_backend_share": j.t.max_backend_share,
-            "writes_per_second_by_backend_type": {
-                k: j.writes.per_second(v) for k, v in sorted(by_type.items())
-            },
+            "buffer_writes": [
+                {"backend_type": k, "per_second": j.writes.per_second(v)}
+                for k, v in sorted(by_type.items())
+            ],
         },
         "Let the background writer do more per round: bgwriter_lru_maxpages = 1000,"
         " bgwriter_lru_multiplier = 4, a shorter bgwriter_delay (reload, no restart);"
@@ -192,7 +193,10 @@ def storage_saturated_by_writes(ctx: Context, j: _Judged) -> Finding | None:
     evidence: dict[str, Any] = {
         "write_wait_sessions": j.waiting,
         "min_write_wait_sessions": j.t.min_write_wait_sessions,
-        "write_waits": dict(sorted(j.waits.items(), key=lambda kv: -kv[1])),
+        "write_waits": [
+            {"wait": name, "sessions": sessions}
+            for name, sessions in sorted(j.waits.items(), key=lambda kv: -kv[1])
+        ],
     }
     sync = j.sync_latency()
     if sync is not None and sync > j.t.max_seconds_per_sync:
@@ -215,7 +219,23 @@ def storage_saturated_by_writes(ctx: Context, j: _Judged) -> Finding | None:
     )
 
 
+def track_wal_io_timing_off(ctx: Context, j: _Judged) -> Finding | None:
+    wal = j.writes.wal
+    if wal is None or j.writes.wal_timed or wal.syncs <= 0:
+        return None
+    return Finding(
+        "track_wal_io_timing_off",
+        "info",
+        "track_wal_io_timing was off during the window: PostgreSQL timed no WAL write or sync,"
+        f" so the {units.count(wal.syncs)} WAL syncs counted have no latency here.",
+        {"wal_syncs": wal.syncs, "wal_writes": wal.writes},
+        "ALTER SYSTEM SET track_wal_io_timing = on; SELECT pg_reload_conf(); (track_io_timing"
+        " does not time WAL). It reads the clock twice per WAL write and sync.",
+    )
+
+
 CHECKS = (
+    track_wal_io_timing_off,
     storage_saturated_by_writes,
     wal_sync_latency_high,
     write_latency_regression,
