@@ -423,3 +423,20 @@ def test_pg_stat_wal_gauges_absent_without_wal_timing():
     assert "pg_aio_wal_writes_total" in got
     assert "pg_aio_wal_sync_latency_seconds" not in got
     assert "pg_aio_wal_write_latency_seconds" not in got
+
+
+@pytest.mark.parametrize("major", recorded.MAJORS)
+def test_checkpointer_same_names_before_and_after_17(major: str):
+    """pg_stat_bgwriter's checkpoint columns (16) and pg_stat_checkpointer's (17, 18) under one
+    set of names; the recording's CHECKPOINT between the polls is a requested one."""
+    first, second = polls(major, "checkpointer")
+    got = poll(registry.POLL["checkpointer"](), second)
+    (old,), (row,) = first, second
+    me = labels(**T)
+    assert got["pg_aio_checkpoints_requested_total"][me] == row["requested"]
+    assert row["requested"] - old["requested"] >= 1
+    assert got["pg_aio_checkpoint_buffers_written_total"][me] == row["buffers_written"]
+    assert row["buffers_written"] > old["buffers_written"]
+    seconds = got["pg_aio_checkpoint_sync_time_seconds_total"][me]
+    assert seconds == pytest.approx(row["sync_time"] / 1000)
+    assert got["pg_aio_bgwriter_maxwritten_clean_total"][me] == row["maxwritten_clean"]

@@ -23,7 +23,7 @@ from pg_aio_exporter.report.findings import Finding
 from pg_aio_exporter.report.outcome import judge
 from pg_aio_exporter.report.summary import Summary
 from pg_aio_exporter.report.thresholds import WriteThresholds, load
-from pg_aio_exporter.report.written import Writes
+from pg_aio_exporter.report.written import Checkpoints, Writes
 from test_report_unit import KB, MS, activity, reads, summary
 from test_report_unit import T as READ_T
 
@@ -218,3 +218,38 @@ def test_wal_timing_off_is_said_once_and_judges_nothing():
     assert found["track_wal_io_timing_off"].severity == "info"
     assert not {"wal_sync_latency_high", "storage_saturated_by_writes"} & set(found)
     assert "track_wal_io_timing_off" not in judged(summary(writes=window()))
+
+
+def test_checkpoint_and_bgwriter_counts_in_the_advice():
+    requested = Checkpoints(
+        timed=1, requested=3, buffers_written=1e4, buffers_clean=0, maxwritten_clean=7
+    )
+    slow = replace(window(w=wal(ms_each=9.0)), checkpoints=requested)
+    advice = judged(summary(writes=slow))["wal_sync_latency_high"].advice
+    assert "3 of the window's 4 checkpoints were requested" in advice
+    assert "max_wal_size" in advice
+    rows = {CHECKPOINTER: written(), CLIENT: written(count=3000)}
+    busy = replace(window(rows), checkpoints=requested)
+    advice = judged(summary(writes=busy))["backends_writing_buffers"].advice
+    assert advice.startswith("It stopped at bgwriter_lru_maxpages 7 times")
+    plain = judged(summary(writes=window(w=wal(ms_each=9.0))))["wal_sync_latency_high"].advice
+    assert "were requested" not in plain
+    # the counts survive the JSON
+    doc = json.loads(document.dumps(judge(summary(writes=busy), T), T))
+    jsonschema.validate(doc, json.loads(document.SCHEMA_FILE.read_text()))
+    assert document.from_json(doc).writes == busy
+
+
+def test_checkpoint_counts_across_a_restart_or_reset_are_none():
+    first = {
+        "timed": 1,
+        "requested": 1,
+        "buffers_written": 10,
+        "buffers_clean": 0,
+        "maxwritten_clean": 0,
+        "start_time": 5.0,
+    }
+    later = {**first, "requested": 4, "buffers_written": 50}
+    assert Checkpoints.between(first, later) == Checkpoints(0, 3, 40, 0, 0)
+    assert Checkpoints.between(first, {**later, "start_time": 6.0}) is None
+    assert Checkpoints.between(later, first) is None

@@ -37,6 +37,13 @@ ADDED_SINCE_REFERENCE = frozenset(
         "pg_aio_wal_sync_time_seconds_total",
         "pg_aio_wal_write_latency_seconds",
         "pg_aio_wal_sync_latency_seconds",
+        *(f"pg_aio_checkpoint{n}_total" for n in ("s_timed", "s_requested", "_buffers_written")),
+        "pg_aio_checkpoint_write_time_seconds_total",
+        "pg_aio_checkpoint_sync_time_seconds_total",
+        *(
+            f"pg_aio_bgwriter_{n}_total"
+            for n in ("buffers_clean", "maxwritten_clean", "buffers_alloc")
+        ),
     }
 )
 

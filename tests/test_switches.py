@@ -19,6 +19,7 @@ EXPORTS = {
         "pg_stat_io_read_bytes_total",
     },
     "pg_stat_wal": {"pg_aio_wal_writes_total", "pg_aio_wal_syncs_total", "pg_stat_wal_bytes_total"},
+    "checkpointer": {"pg_aio_checkpoints_timed_total", "pg_aio_bgwriter_buffers_clean_total"},
     "settings": {"pg_settings_io_workers", "pg_aio_io_method", "pg_settings_track_io_timing"},
     "server": {"pg_server_info", "pg_aio_supported", "pg_postmaster_start_time_seconds"},
     "activity": {

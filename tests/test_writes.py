@@ -1,7 +1,9 @@
 """The write side against real servers and a real write load (issue 23).
 
 WAL write and sync figures carry the same names on PostgreSQL 16, 17 (pg_stat_wal) and 18
-(pg_stat_io's wal rows): each checked on a real server against the commits a client made.
+(pg_stat_io's wal rows), and so do the checkpointer's (pg_stat_bgwriter before 17,
+pg_stat_checkpointer since): each checked on a real server against the commits and the
+checkpoint a client made.
 
 End to end on 18: pgbench's own TPC-B-like script (after pgbench -i) writes and commits, the
 write-delay shim (tests/shim/slowwrite.c) slows every fsync/fdatasync below the system call,
@@ -159,13 +161,14 @@ def write18() -> Iterator[WriteServer]:
         server.destroy()
 
 
-# -- WAL write and sync under one set of names on 16, 17 and 18 ---------------------------------
+# -- WAL and checkpoints under one set of names on 16, 17 and 18 --------------------------------
 
 COMMITS = 30
 
 
 def wal_figures(dsn: str) -> tuple[Samples, Samples, Samples]:
-    """The exporter's metrics before COMMITS single-row commits (each syncs WAL), the first
+    """The exporter's metrics before COMMITS single-row commits (each syncs WAL) and a
+    CHECKPOINT, the first
     scrape whose poll interval held them (the interval gauges), and a later one."""
     exporter = Exporter("--dsn", dsn, "--poll-interval", "1s", "--sample-interval", "0")
     try:
@@ -174,6 +177,7 @@ def wal_figures(dsn: str) -> tuple[Samples, Samples, Samples]:
             conn.execute("CREATE TABLE IF NOT EXISTS committed (n int)")
             for n in range(COMMITS):
                 conn.execute("INSERT INTO committed VALUES (%s)", (n,))
+            conn.execute("CHECKPOINT")  # a requested checkpoint writes the dirty buffers
         # The gauges cover one poll interval, the one in which the commits were counted:
         # scraped often enough to see it.
         during = wait_for(
@@ -190,7 +194,7 @@ def wal_figures(dsn: str) -> tuple[Samples, Samples, Samples]:
 
 
 @pytest.mark.parametrize("major", ["16", "17", "18"])
-def test_wal_write_and_sync_have_the_same_names_on_every_version(
+def test_wal_and_checkpoints_have_the_same_names_on_every_version(
     major: str, write18: WriteServer, tmp_path: Path
 ) -> None:
     server = None
@@ -214,6 +218,8 @@ def test_wal_write_and_sync_have_the_same_names_on_every_version(
     assert grew("pg_aio_wal_writes_total") >= COMMITS
     assert grew("pg_aio_wal_sync_time_seconds_total") > 0, "track_wal_io_timing is on"
     assert grew("pg_stat_wal_bytes_total") > 0
+    assert grew("pg_aio_checkpoints_requested_total") >= 1
+    assert grew("pg_aio_checkpoint_buffers_written_total") > 0
     assert during["pg_aio_wal_sync_latency_seconds"][me] > 0
     assert during["pg_aio_wal_write_latency_seconds"][me] > 0
 

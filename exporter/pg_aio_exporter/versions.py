@@ -5,4 +5,5 @@ from __future__ import annotations
 PG10 = 100000  # backend_type in pg_stat_activity, which the sampler needs: the oldest server
 PG14 = 140000  # pg_stat_wal
 PG16 = 160000  # pg_stat_io
+PG17 = 170000  # pg_stat_checkpointer
 PG18 = 180000  # asynchronous I/O: pg_aios, io workers, byte columns in pg_stat_io

@@ -10,6 +10,7 @@ from collections.abc import Callable, Collection
 
 from pg_aio_exporter.collectors import (
     activity,
+    checkpointer,
     pg_aios,
     pg_stat_io,
     pg_stat_wal,
@@ -21,6 +22,7 @@ from pg_aio_exporter.collectors.base import PollCollector, SampleCollector
 POLL: dict[str, Callable[[], PollCollector]] = {
     pg_stat_io.PgStatIoCollector.name: pg_stat_io.PgStatIoCollector,
     pg_stat_wal.PgStatWalCollector.name: pg_stat_wal.PgStatWalCollector,
+    checkpointer.CheckpointerCollector.name: checkpointer.CheckpointerCollector,
     settings.SettingsCollector.name: settings.SettingsCollector,
     server.ServerCollector.name: server.ServerCollector,
 }

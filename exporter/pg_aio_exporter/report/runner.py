@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from pg_aio_exporter.collectors import pg_stat_io, pg_stat_wal, server, settings
+from pg_aio_exporter.collectors import checkpointer, pg_stat_io, pg_stat_wal, server, settings
 from pg_aio_exporter.collectors.activity import ActivityCollector
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.collectors.intervals import ReadWindow, WalWindow
@@ -23,7 +23,7 @@ from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 from pg_aio_exporter.poll.sampler import Sampler
 from pg_aio_exporter.poll.worker import TargetWorker
 from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
-from pg_aio_exporter.report.written import Writes
+from pg_aio_exporter.report.written import Checkpoints, Writes
 
 # pg_stat_io is read this often within the window (and at its end): a stats reset or restart
 # then costs one interval, not the window. One poll costs the server about what 2 samples do.
@@ -54,6 +54,7 @@ class Recorder:
         self.reads = ReadWindow()
         self.wal = WalWindow()
         self.wal_seen = False  # the pg_stat_wal collector answered (PostgreSQL 14+)
+        self.checkpoints: list[Row] = []  # the window's first and last checkpointer row
         self.server_rows: list[Row] = []
         self.settings_rows: list[Row] = []
         self.failures: dict[str, tuple[str, str]] = {}  # collector -> kind, the last message
@@ -62,6 +63,7 @@ class Recorder:
         """Forget the reads seen so far: the window starts now."""
         self.reads = ReadWindow()
         self.wal = WalWindow()
+        self.checkpoints = []
 
     def polled(self, collector: str, rows: list[Row], read_at: float) -> None:
         if collector == pg_stat_io.PgStatIoCollector.name:
@@ -73,6 +75,8 @@ class Recorder:
             if wal is not None:
                 self.wal_seen = True
                 self.wal.observe(wal, read_at)
+        elif collector == checkpointer.CheckpointerCollector.name and rows:
+            self.checkpoints = [*self.checkpoints[:1], rows[0]]
         elif collector == server.ServerCollector.name:
             self.server_rows = rows
         elif collector == settings.SettingsCollector.name:
@@ -87,6 +91,11 @@ class Recorder:
             wal=self.wal.counters if self.wal_seen else None,
             wal_seconds=self.wal.seconds,
             wal_timed=self.wal.timed,
+            checkpoints=(
+                Checkpoints.between(self.checkpoints[0], self.checkpoints[-1])
+                if len(self.checkpoints) == 2
+                else None
+            ),
         )
 
     def failed(self, collector: str, kind: str, message: str) -> None:

@@ -23,7 +23,7 @@ from pg_aio_exporter.report import units
 from pg_aio_exporter.report.findings import Context, Finding
 from pg_aio_exporter.report.summary import Activity, Summary
 from pg_aio_exporter.report.thresholds import WriteThresholds
-from pg_aio_exporter.report.written import Writes
+from pg_aio_exporter.report.written import Checkpoints, Writes
 
 
 def write_wait_sessions(activity: Activity, t: WriteThresholds) -> dict[str, float]:
@@ -103,6 +103,14 @@ def _checkpoint_advice(writes: Writes) -> str:
             " records carried one)"
         )
     advice += "."
+    done = writes.checkpoints
+    if done is not None and done.requested > 0:
+        advice += (
+            f" {units.count(done.requested)} of the window's"
+            f" {units.count(done.requested + done.timed)} checkpoints were requested, not timed:"
+            " WAL reached max_wal_size (or a CHECKPOINT command ran); raise max_wal_size (e.g."
+            " ALTER SYSTEM SET max_wal_size = '8GB'; SELECT pg_reload_conf())."
+        )
     if writes.wal is not None and writes.wal.buffers_full > 0:
         advice += (
             f" wal_buffers filled up {units.count(writes.wal.buffers_full)} times in the"
@@ -157,6 +165,22 @@ def write_latency_regression(ctx: Context, j: _Judged) -> Finding | None:
     )
 
 
+def _bgwriter_advice(writes: Writes) -> str:
+    done = writes.checkpoints
+    stopped = (
+        f"It stopped at bgwriter_lru_maxpages {units.count(done.maxwritten_clean)} times in the"
+        " window (maxwritten_clean). "
+        if done is not None and done.maxwritten_clean > 0
+        else ""
+    )
+    return (
+        stopped + "Let the background writer do more per round: bgwriter_lru_maxpages = 1000,"
+        " bgwriter_lru_multiplier = 4, a shorter bgwriter_delay (reload, no restart). A"
+        " shared_buffers too small for the working set makes every backend evict: raise it"
+        " (restart)."
+    )
+
+
 def backends_writing_buffers(ctx: Context, j: _Judged) -> Finding | None:
     share = j.writes.backend_share()
     by_type = j.writes.buffer_writes()
@@ -178,11 +202,7 @@ def backends_writing_buffers(ctx: Context, j: _Judged) -> Finding | None:
                 for k, v in sorted(by_type.items())
             ],
         },
-        "Let the background writer do more per round: bgwriter_lru_maxpages = 1000,"
-        " bgwriter_lru_multiplier = 4, a shorter bgwriter_delay (reload, no restart);"
-        " pg_stat_bgwriter.maxwritten_clean rising means it stopped at bgwriter_lru_maxpages."
-        " A shared_buffers too small for the working set makes every backend evict: raise it"
-        " (restart).",
+        _bgwriter_advice(j.writes),
     )
 
 
@@ -332,6 +352,9 @@ def to_json(summary: Summary, activity_waits: Mapping[str, float] | None) -> dic
             "seconds_per_sync": wal_iv.sync_latency_seconds if wal_iv else None,
         },
         "write_wait_sessions": dict(activity_waits or {}),
+        "checkpoints": None
+        if writes.checkpoints is None
+        else {f: getattr(writes.checkpoints, f) for f in Checkpoints.__dataclass_fields__},
     }
 
 
@@ -359,6 +382,9 @@ def from_json(block: Mapping[str, Any] | None) -> Writes | None:
         else WalCounters(**{k: float(v) for k, v in wal["counters"].items()}),
         wal_seconds=0.0 if wal is None else float(wal["counted_seconds"]),
         wal_timed=False if wal is None else bool(wal["track_wal_io_timing_throughout"]),
+        checkpoints=None
+        if block.get("checkpoints") is None
+        else Checkpoints(**{k: float(v) for k, v in block["checkpoints"].items()}),
     )
 
 

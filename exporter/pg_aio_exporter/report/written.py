@@ -23,6 +23,27 @@ BUFFER_WRITES = ("relation", "normal")  # object, context of shared buffers writ
 
 
 @dataclass(frozen=True)
+class Checkpoints:
+    """What the checkpointer and background writer counted over the window (collector
+    `checkpointer`)."""
+
+    timed: float  # started by checkpoint_timeout
+    requested: float  # WAL reached max_wal_size, or a CHECKPOINT command
+    buffers_written: float  # by checkpoints
+    buffers_clean: float  # by the background writer
+    maxwritten_clean: float  # background writer rounds stopped at bgwriter_lru_maxpages
+
+    @classmethod
+    def between(cls, first: Mapping[str, float], last: Mapping[str, float]) -> Checkpoints | None:
+        """last - first, None across a restart or a reset (a counter went backwards)."""
+        if first["start_time"] != last["start_time"]:
+            return None
+        names = ("timed", "requested", "buffers_written", "buffers_clean", "maxwritten_clean")
+        delta = [last[n] - first[n] for n in names]
+        return cls(*delta) if min(delta) >= 0 else None
+
+
+@dataclass(frozen=True)
 class Writes:
     """What one window wrote: counts, as the read side keeps them."""
 
@@ -32,6 +53,7 @@ class Writes:
     wal: WalCounters | None = None  # None: no pg_stat_wal (before 14) or not read
     wal_seconds: float = 0.0
     wal_timed: bool = False  # track_wal_io_timing on throughout
+    checkpoints: Checkpoints | None = None  # None: not read, or reset during the window
 
     @property
     def total(self) -> WriteCounters:
