@@ -30,6 +30,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from alert_rules import load_generator
 from alertstack import SHORT, WINDOW, Stack, alert_stack, short_rules
 from dashboard_stack import dq
 from harness import Exporter, Samples, labels, wait_for
@@ -48,7 +49,7 @@ WRITE_SETTINGS = {
     # PgAioBackendsWritingBuffers has no cause to fire.
     "shared_buffers": "128MB",
 }
-SYNC_DELAY_US = 20_000
+SYNC_DELAY_US = 50_000  # commits then wait mostly on WAL: >1 session in write waits with margin
 WRITE_ALERTS = {"PgAioWalSyncLatencyHigh", "PgAioStorageSaturatedByWrites"}
 QUIET_SECONDS = 20
 REPORT_ARGS = ("--duration", "10s", "--format", "json")
@@ -248,6 +249,14 @@ def empty_write_panels(stack: Stack) -> list[str]:
     return [q.where for q in queries if not stack.prometheus.query(dq.substitute(q.expr, chosen))]
 
 
+def unrecorded(stack: Stack, rules_dir: Path) -> list[str]:
+    """The write side's recording rules (alert window) that record nothing."""
+    generator = load_generator()
+    params = generator.load_params([rules_dir / "short.yaml"])
+    names = [r.name for r in generator.write_rules(params, WINDOW)]
+    return [name for name in names if not stack.prometheus.query(name)]
+
+
 def write_alerts(stack: Stack) -> dict[str, Any]:
     """Every alert of the write side in any state, and the read side's storage alerts."""
     return {a["labels"]["alertname"]: a for a in stack.prometheus.alerts()}
@@ -303,9 +312,11 @@ def test_slow_syncs_fire_the_write_alerts_and_the_report_names_writes(
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("CHECKPOINT")
         deadline = time.monotonic() + 30
-        while (empty := empty_write_panels(stack)) and time.monotonic() < deadline:
+        while (empty := empty_write_panels(stack) + unrecorded(stack, tmp_path)) and (
+            time.monotonic() < deadline
+        ):
             time.sleep(1)
-        assert empty == [], f"queries of the dashboard's write row without data: {empty}"
+        assert empty == [], f"write row queries or write rules without data: {empty}"
         saturated = write_alerts(stack)["PgAioStorageSaturatedByWrites"]
         assert saturated["labels"]["signal"] == "wal_sync"
 
@@ -334,10 +345,11 @@ def test_slow_syncs_fire_the_write_alerts_and_the_report_names_writes(
     ids = {f["id"] for f in slowed["findings"]}
     assert {"wal_sync_latency_high", "storage_saturated_by_writes"} <= ids, slowed["findings"]
     assert slowed["verdict"]["storage"].startswith("Storage is saturated by writes")
-    # Judged by the client's stopwatch: every sync waits the shim's delay at least, and a
+    # Judged by the client's stopwatch: a sync waits the shim's delay (each process picks the
+    # new delay up within 100 ms, so the window's first syncs may be fast: 0.8x), and a
     # transaction waits for its commit's sync, so pgbench's latency is no shorter than a sync.
     per_sync = slowed["writes"]["wal"]["seconds_per_sync"]
-    assert SYNC_DELAY_US / 1e6 <= per_sync <= slowed_run.latency_ms / 1000
+    assert 0.8 * SYNC_DELAY_US / 1e6 <= per_sync <= slowed_run.latency_ms / 1000
     assert slowed_run.latency_ms > 2 * fast.latency_ms
 
 
