@@ -28,12 +28,16 @@ from promql import (
     WAIT_LABELS,
     Scope,
     active_sessions,
+    backend_write_share,
     in_flight_bytes,
     in_flight_depth,
     io_formulas,
     io_worker_utilization,
+    wal_formulas,
     without,
     workload_formulas,
+    write_formulas,
+    write_wait_sessions,
 )
 
 from pg_aio_exporter.collectors import settings as aio_settings
@@ -220,9 +224,10 @@ REGIME_LABELS = ("version_num", "io_method")
 
 
 def regime_rules(params: Params) -> list[Recording]:
-    """What a target's read wait is compared within: its server version and io_method. The
-    wait per byte measures how much of each read overlapped other work, which a new version or
-    io_method changes with no change in speed; a change of either starts a fresh baseline."""
+    """What a target's read wait (and write time) per byte is compared within: its server
+    version and io_method. The wait per byte measures how much of each read overlapped other
+    work, which a new version or io_method changes with no change in speed; a change of either
+    starts a fresh baseline."""
     # The newest server_info only: across a restart, the old version's series lingers until
     # Prometheus marks it stale, and two regimes at once would break the joins below.
     version = (
@@ -231,7 +236,6 @@ def regime_rules(params: Params) -> list[Recording]:
     )
     method = f"({series(params, 'pg_aio_io_method')} == 1)"
     joined = f"{version}\n* ignoring ({', '.join(REGIME_LABELS)}) group_left (io_method)\n{method}"
-    per_byte = rec(params, "pg_aio_target:read_seconds_per_byte")
     return [
         Recording(
             REGIME,
@@ -239,18 +243,39 @@ def regime_rules(params: Params) -> list[Recording]:
             "1 per target, labelled with its server version and io_method (none before 18)",
             f"{joined}\nor ignoring (io_method)\n{version}",
         ),
-        Recording(
-            f"{regime_series(params)}",
-            "target, version_num, io_method",
-            "read wait per byte labelled with the regime it was measured in",
-            f"{per_byte}\n* ignoring ({', '.join(REGIME_LABELS)}) group_left"
-            f" ({', '.join(REGIME_LABELS)})\n{REGIME}",
+        *(
+            Recording(
+                f"{regime_series(params, what)}",
+                "target, version_num, io_method",
+                f"{meaning} per byte labelled with the regime it was measured in",
+                f"{rec(params, f'pg_aio_target:{what}_seconds_per_byte')}\n"
+                f"* ignoring ({', '.join(REGIME_LABELS)}) group_left"
+                f" ({', '.join(REGIME_LABELS)})\n{REGIME}",
+            )
+            for what, meaning in (("read", "read wait"), ("write", "buffer write time"))
         ),
     ]
 
 
-def regime_series(params: Params) -> str:
-    return f"pg_aio_target:read_seconds_per_byte_by_regime:rate{params['alert_window']}"
+def regime_series(params: Params, what: str) -> str:
+    """`what` (read or write) time per byte, labelled with its regime."""
+    return f"pg_aio_target:{what}_seconds_per_byte_by_regime:rate{params['alert_window']}"
+
+
+def write_rules(params: Params, window: str) -> list[Recording]:
+    """The write side per target: pg_stat_io's write operations, WAL, who writes, write waits."""
+    scope = Scope(params["selector"], window)
+    saturated = params["alerts"]["PgAioStorageSaturatedByWrites"]
+    formulas = [
+        *write_formulas(scope, per_target=True).values(),
+        *wal_formulas(scope).values(),
+        backend_write_share(scope),
+        write_wait_sessions(scope, saturated["write_wait_events"], saturated["write_lock_events"]),
+    ]
+    return [
+        Recording(f"pg_aio_target:{f.name}:rate{window}", "target", f.meaning, f.expr)
+        for f in formulas
+    ]
 
 
 def recording_rules(params: Params) -> list[Recording]:
@@ -262,6 +287,7 @@ def recording_rules(params: Params) -> list[Recording]:
                 *io_rules(params, window),
                 *sampler_rules(params, window),
                 *workload_rules(params, window),
+                *write_rules(params, window),
             )
         ),
         *regime_rules(params),
@@ -289,13 +315,14 @@ def traffic_guard(params: Params) -> str:
     )
 
 
-def latency_vs_baseline(params: Params) -> str:
-    """Per-byte read latency divided by the target's own baseline (a ratio, 1 = as usual)."""
+def latency_vs_baseline(params: Params, what: str = "read") -> str:
+    """Per-byte read (or write) latency divided by the target's own baseline (a ratio, 1 = as
+    usual)."""
     regression = params["alerts"]["PgAioReadLatencyRegression"]
     # Within the regime (server version and io_method): after an upgrade or a switch of
     # io_method, the series of the new regime starts with no past, so 18 is never held against
     # 17's wait per byte (regime_rules).
-    per_byte = regime_series(params)
+    per_byte = regime_series(params, what)
     baseline = (
         f"quantile_over_time({regression['baseline_quantile']}, "
         f"{per_byte}[{regression['baseline_window']}])"
@@ -398,6 +425,96 @@ def worker_pool_saturated(params: Params, p: Params) -> Alert:
         f"{params['alert_window']}.",
         condition=f"io worker utilization > {p['max_utilization']}, or average sessions "
         f"waiting on LWLock/AioWorkerSubmissionQueue > {p['max_submission_queue_sessions']}",
+    )
+
+
+def wal_sync_latency_high(params: Params, p: Params) -> Alert:
+    latency = rec(params, "pg_aio_target:wal_sync_latency_seconds")
+    syncs = rec(params, "pg_aio_target:wal_syncs_per_second")
+    return Alert(
+        expr=f"{latency} > {p['max_seconds_per_sync']}\nand\n{syncs} >= "
+        f"{p['min_syncs_per_second']}",
+        summary="WAL syncs on {{ $labels.target }} take {{ $value | humanizeDuration }} each.",
+        description="Each WAL sync took {{ $value | humanizeDuration }} on average over the "
+        f"last {params['alert_window']} (threshold {p['max_seconds_per_sync']} s): every commit "
+        "waits for one, so commits are that much slower. The volume's write latency or a "
+        "write burst (checkpoint) holds them up.",
+        condition=f"time per WAL sync ({params['alert_window']}) > {p['max_seconds_per_sync']} s,"
+        f" at >= {p['min_syncs_per_second']} syncs/s (needs track_wal_io_timing)",
+    )
+
+
+def write_guard(params: Params) -> str:
+    minimum = params["alerts"]["PgAioWriteLatencyRegression"]["min_write_ops_per_second"]
+    return f"{rec(params, 'pg_aio_target:write_ops_per_second')} >= {minimum}"
+
+
+def write_latency_regression(params: Params, p: Params) -> Alert:
+    return Alert(
+        expr=f"(\n{indent(latency_vs_baseline(params, 'write'))}\n) > {p['factor']}\n"
+        f"and\n{write_guard(params)}",
+        summary="Write latency per byte on {{ $labels.target }} is {{ $value | humanize }}x "
+        "its usual level.",
+        description="Buffer write time per byte over the last "
+        f"{params['alert_window']} is {{{{ $value | humanize }}}} times {baseline_words(params)}"
+        f" (threshold {p['factor']}x): the volume takes longer to absorb writes (dirty page "
+        "throttling, a saturated or throttled device).",
+        condition=f"buffer write time per byte ({params['alert_window']}) > {p['factor']} x "
+        f"{baseline_words(params)}, at >= {p['min_write_ops_per_second']} writes/s",
+    )
+
+
+def backends_writing_buffers(params: Params, p: Params) -> Alert:
+    share = rec(params, "pg_aio_target:backend_write_share")
+    # The clients' own rate, from the same rows the share counts.
+    scope = Scope(params["selector"], params["alert_window"])
+    clients = (
+        f"sum {without(('backend_type', 'object', 'context'))} ("
+        + scope.rate(
+            "pg_stat_io_writes_total",
+            'object="relation"',
+            'context="normal"',
+            'backend_type="client backend"',
+        )
+        + ")"
+    )
+    return Alert(
+        expr=f"{share} > {p['max_backend_share']}\nand\n{clients} >= "
+        f"{p['min_backend_writes_per_second']}",
+        summary="Client backends on {{ $labels.target }} write "
+        "{{ $value | humanizePercentage }} of the dirty buffers themselves.",
+        description="Over the last "
+        f"{params['alert_window']} client backends did {{{{ $value | humanizePercentage }}}} "
+        "of the shared buffer writes: they had to clean buffers before using them, because "
+        "the background writer did not get ahead of them. Queries pay for those writes.",
+        condition=f"client backends' share of shared buffer writes ({params['alert_window']}) > "
+        f"{p['max_backend_share']}, at >= {p['min_backend_writes_per_second']} of their "
+        "writes/s",
+    )
+
+
+def storage_saturated_by_writes(params: Params, p: Params) -> Alert:
+    waiting = rec(params, "pg_aio_target:write_wait_sessions")
+    wal = rec(params, "pg_aio_target:wal_sync_latency_seconds")
+    max_sync = params["alerts"]["PgAioWalSyncLatencyHigh"]["max_seconds_per_sync"]
+    # One alert, two symptoms of slow writes; `signal` says which. The value is the sessions
+    # waiting: the symptoms (x 0) lend their labels, the waiting sessions their value.
+    return Alert(
+        expr=f'(\n  label_replace({wal} > {max_sync}, "signal", "wal_sync", "", "")\n'
+        f"  or\n  label_replace(\n    (\n{indent(latency_vs_baseline(params, 'write'), 6)}\n    )"
+        f' > {p["latency_factor"]},\n    "signal", "write_latency", "", ""\n  )\n) * 0\n'
+        f"+ on (target) group_left ()\n({waiting} > {p['min_write_wait_sessions']})",
+        summary='Storage of {{ $labels.target }} is saturated by writes: {{ printf "%.1f" '
+        "$value }} sessions waiting on writes.",
+        description='On average {{ printf "%.1f" $value }} sessions wait on writes (IO/'
+        f"{{{p['write_wait_events']}}}, LWLock/{{{p['write_lock_events']}}}) over the last "
+        f"{params['alert_window']}, while "
+        '{{ if eq $labels.signal "wal_sync" }}WAL syncs take longer than '
+        f"{max_sync} s{{{{ else }}}}write time per byte is above {p['latency_factor']}x "
+        f"{baseline_words(params)}{{{{ end }}}}. Reads on the same volume slow down with them.",
+        condition=f"average sessions waiting on writes > {p['min_write_wait_sessions']} and "
+        f"(time per WAL sync > {max_sync} s or buffer write time per byte > "
+        f"{p['latency_factor']} x {baseline_words(params)})",
     )
 
 
@@ -519,6 +636,10 @@ ALERTS: dict[str, Callable[[Params, Params], Alert]] = {
     "PgAioReadLatencyHigh": read_latency_high,
     "PgAioStorageSaturated": storage_saturated,
     "PgAioWorkerPoolSaturated": worker_pool_saturated,
+    "PgAioWalSyncLatencyHigh": wal_sync_latency_high,
+    "PgAioWriteLatencyRegression": write_latency_regression,
+    "PgAioBackendsWritingBuffers": backends_writing_buffers,
+    "PgAioStorageSaturatedByWrites": storage_saturated_by_writes,
     "PgAioTrackIoTimingOff": track_io_timing_off,
     "PgAioSettingChanged": setting_changed,
     "PgAioPendingRestart": pending_restart,

@@ -176,3 +176,116 @@ def workload_formulas(scope: Scope) -> dict[str, Formula]:
         ),
     )
     return {f.name: f for f in formulas}
+
+
+# --- the write side ----------------------------------------------------------------------------
+
+# The write operations of pg_stat_io with their counters: (count, bytes or None, time). fsync and
+# writeback move no bytes of their own.
+WRITE_OPERATIONS = {
+    "write": ("pg_stat_io_writes_total", "pg_stat_io_write_bytes_total"),
+    "extend": ("pg_stat_io_extends_total", "pg_stat_io_extend_bytes_total"),
+    "writeback": ("pg_stat_io_writebacks_total", None),
+    "fsync": ("pg_stat_io_fsyncs_total", None),
+}
+# Shared buffers written back to their relation (not bulk rings, not WAL): who writes these
+# says whether the background writer keeps up.
+BUFFER_WRITES = ('object="relation"', 'context="normal"')
+CLIENT_BACKEND = 'backend_type="client backend"'
+
+
+def _timed(scope: Scope, setting: str, labels: Sequence[str]) -> str:
+    """The gate of a latency: the timing setting was on for the whole window."""
+    on = f"min_over_time({scope.range(setting)}) == 1"
+    return f"and ignoring ({', '.join(labels)})\n  {on}" if labels else f"and\n  {on}"
+
+
+def write_formulas(scope: Scope, *row: str, per_target: bool = False) -> dict[str, Formula]:
+    """Each write operation's rate and time per operation (and per byte where it moves bytes),
+    per (backend_type, object, context) row or, `per_target`, summed over the rows; `row` are
+    matchers on those labels. PostgreSQL 18's wal rows are left out (their own timing setting;
+    wal_formulas has them)."""
+    rows = (*row, 'object!="wal"')
+
+    def total(expr: str) -> str:
+        return f"sum {without(IO_LABELS)} ({expr})" if per_target else expr
+
+    gate = _timed(scope, "pg_settings_track_io_timing", IO_LABELS)
+    out: list[Formula] = []
+    for op, (count, nbytes) in WRITE_OPERATIONS.items():
+        ops = total(scope.rate(count, *rows))
+        seconds = total(scope.rate(count.replace("s_total", "_time_seconds_total"), *rows))
+        out.append(Formula(f"{op}_ops_per_second", f"{op} operations/s", ops))
+        out.append(
+            Formula(
+                f"{op}_latency_seconds",
+                f"time per {op} (rate({op}_time) / rate({op}s))",
+                f"{seconds}\n/\n({ops} > 0)\n{gate}",
+            )
+        )
+        if nbytes is not None:
+            moved = total(scope.rate(nbytes, *rows))
+            out.append(Formula(f"{op}_bytes_per_second", f"bytes/s by {op}", moved))
+            out.append(
+                Formula(
+                    f"{op}_seconds_per_byte",
+                    f"time per byte of {op} (rate({op}_time) / rate({op}_bytes))",
+                    f"{seconds}\n/\n({moved} > 0)\n{gate}",
+                )
+            )
+    return {f.name: f for f in out}
+
+
+def wal_formulas(scope: Scope) -> dict[str, Formula]:
+    """WAL writes and syncs per target, the same on PostgreSQL 14-18 (pg_stat_wal collector)."""
+    gate = _timed(scope, "pg_settings_track_wal_io_timing", ())
+    out: list[Formula] = [
+        Formula(
+            "wal_bytes_per_second", "WAL generated, bytes/s", scope.rate("pg_stat_wal_bytes_total")
+        )
+    ]
+    for op in ("write", "sync"):
+        ops = scope.rate(f"pg_aio_wal_{op}s_total")
+        seconds = scope.rate(f"pg_aio_wal_{op}_time_seconds_total")
+        out.append(Formula(f"wal_{op}s_per_second", f"WAL {op}s/s", ops))
+        out.append(
+            Formula(
+                f"wal_{op}_latency_seconds",
+                f"time per WAL {op} (needs track_wal_io_timing)",
+                f"{seconds}\n/\n({ops} > 0)\n{gate}",
+            )
+        )
+    return {f.name: f for f in out}
+
+
+def backend_write_share(scope: Scope) -> Formula:
+    """Client backends' share of the shared buffer writes: above a half, the background writer
+    (and checkpointer) leave the backends to clean buffers themselves."""
+    every = f"sum {without(IO_LABELS)} ({scope.rate('pg_stat_io_writes_total', *BUFFER_WRITES)})"
+    clients = (
+        f"sum {without(IO_LABELS)} "
+        f"({scope.rate('pg_stat_io_writes_total', *BUFFER_WRITES, CLIENT_BACKEND)})"
+    )
+    return Formula(
+        "backend_write_share",
+        "client backends' share of shared buffer writes (relation, normal), 0..1",
+        f"{clients}\n/\n({every} > 0)",
+    )
+
+
+def write_wait_sessions(scope: Scope, io_events: str, lock_events: str) -> Formula:
+    """Average sessions (io workers aside) waiting on writes: the IO wait events `io_events`
+    and the LWLock waits `lock_events` (regexes), summed per target."""
+    waits = per_sample(
+        scope,
+        "pg_aio_wait_event_samples_total",
+        WAIT_LABELS,
+        'backend_type!="io worker"',
+        f'wait_event=~"{io_events}|{lock_events}"',
+        'wait_event_type=~"IO|LWLock"',
+    )
+    return Formula(
+        "write_wait_sessions",
+        "average sessions waiting on writes (IO write and WAL waits, LWLock WALWrite)",
+        f"sum {without(WAIT_LABELS)} (\n{waits}\n)",
+    )

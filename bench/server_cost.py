@@ -1,8 +1,9 @@
 """PostgreSQL-side cost of the exporter's sampler and poller, at 10, 100 and 500 sessions.
 
 For each session count, the real exporter runs against a real PostgreSQL 18 once with only the
-sampler active (sample 100ms, poll 1h) and once with only the poller active (poll 1s, sample
-60s). Two independent measures of the server's work per sample / per poll:
+sampler active (sample 100ms, poll 1h), once with only the poller active (poll 1s, sample
+60s), and once more polling without the pg_stat_wal and checkpointer collectors (what the
+write side's reads add). Two independent measures of the server's work per sample / per poll:
 
 - execution + planning time of the exporter's statements from pg_stat_statements;
 - CPU time of the exporter's backend process (the scheduler's nanosecond sum from
@@ -37,7 +38,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from common import load, machine, run_seconds
 
 from harness import Exporter, labels
-from pg_aio_exporter.collectors import activity, pg_aios, pg_stat_database, registry
+from pg_aio_exporter.collectors import (
+    activity,
+    checkpointer,
+    pg_aios,
+    pg_stat_database,
+    pg_stat_wal,
+    registry,
+)
 from pg_aio_exporter.collectors.pg_stat_statements import PgStatStatementsCollector
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.versions import PG18
@@ -74,6 +82,15 @@ def measure(server: LocalServer, mode: str, seconds: float) -> dict[str, float]:
     flags = {
         "sample": ("--sample-interval", "100ms", "--poll-interval", "1h"),
         "poll": ("--sample-interval", "60s", "--poll-interval", "1s"),
+        # The poll without the reads issue 23 added: the difference is their cost.
+        "poll without the write side": (
+            "--sample-interval",
+            "60s",
+            "--poll-interval",
+            "1s",
+            "--no-collector.pg_stat_wal",
+            "--no-collector.checkpointer",
+        ),
     }[mode]
     exp = Exporter("--dsn", server.dsn(user=MONITOR), *flags)
     try:
@@ -137,6 +154,11 @@ FLOORS = {
     "one poll: every poll statement, pipelined": [
         sql for c in registry.poll_collectors() if (sql := c.query(PG18)) is not None
     ],
+    "the poll's pg_stat_wal statement (18: pg_stat_wal and pg_stat_io's wal rows)": [
+        pg_stat_wal.SQL_18
+    ],
+    "the poll's checkpointer statement (18)": [checkpointer.SQL_17],
+    "both, pipelined": [pg_stat_wal.SQL_18, checkpointer.SQL_17],
 }
 FLOOR_RUNS = 200
 
@@ -194,7 +216,7 @@ def main() -> None:
             sessions = Sessions(server.dsn(), count)
             try:
                 floor_costs[count] = floors(server)
-                for mode in ("sample", "poll"):
+                for mode in ("sample", "poll", "poll without the write side"):
                     runs = [measure(server, mode, args.seconds) for _ in range(args.rounds)]
                     med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
                     per_interval.setdefault(count, {})[mode] = med

@@ -94,6 +94,20 @@ def io_figure(name: str, scope: Any = NOW, *, per_target: bool = False, scale: i
     return f"(\n{expr}\n) * {scale}" if scale != 1 else expr
 
 
+def write_figure(name: str, *, scale: int = 1) -> str:
+    """A pg_stat_io write figure (alerts/promql.py write_formulas) per row chosen with the
+    variables."""
+    expr: str = promql.write_formulas(NOW, *ROW_LABELS)[name].expr
+    return f"(\n{expr}\n) * {scale}" if scale != 1 else expr
+
+
+THRESHOLDS = yaml.safe_load(
+    (HERE.parent / "exporter" / "pg_aio_exporter" / "thresholds.yaml").read_text()
+)
+WRITES_SATURATED = THRESHOLDS["alerts"]["PgAioStorageSaturatedByWrites"]
+MAX_WAL_SYNC = THRESHOLDS["alerts"]["PgAioWalSyncLatencyHigh"]["max_seconds_per_sync"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Layout: panels flow left to right and wrap, like Grafana's own grid, so a panel is described
 # by its size only and positions cannot overlap by construction (the test checks it anyway).
@@ -461,6 +475,104 @@ def _dashboard(
 # PostgreSQL AIO overview
 
 
+def write_panels(g: Grid) -> list[Any]:
+    """The write side: time per write and per MiB written, WAL, who writes, write waits."""
+    wal = promql.wal_formulas(NOW)
+    waits = promql.write_wait_sessions(
+        NOW, WRITES_SATURATED["write_wait_events"], WRITES_SATURATED["write_lock_events"]
+    )
+    per_wait = waits.expr.replace(
+        f"sum {promql.without(promql.WAIT_LABELS)}", "sum by (target, wait_event_type, wait_event)"
+    )
+    return [
+        g.row("Writes: latency, WAL, who writes"),
+        g.place(
+            graph(
+                "Write time per MiB",
+                f"Time per MiB of buffer writes and of relation extension {OVER} "
+                "(as pg_aio_target:write_seconds_per_byte, per row). Writes land in the OS page "
+                "cache: time per MiB rises when the kernel throttles dirty pages or the volume "
+                "is saturated. Needs track_io_timing.",
+                [
+                    Q(write_figure("write_seconds_per_byte", scale=MIB), f"write {ROW_LEGEND}"),
+                    Q(write_figure("extend_seconds_per_byte", scale=MIB), f"extend {ROW_LEGEND}"),
+                ],
+                "s",
+            ),
+            8,
+            8,
+        ),
+        g.place(
+            graph(
+                "Write time per operation",
+                f"Time per buffer write, relation extension, writeback request and data file "
+                f"fsync {OVER} (as pg_aio_target:<op>_latency_seconds, per row). The "
+                "checkpointer's fsyncs at the end of a checkpoint are the slowest.",
+                [
+                    Q(write_figure(f"{op}_latency_seconds"), f"{op} {ROW_LEGEND}")
+                    for op in promql.WRITE_OPERATIONS
+                ],
+                "s",
+            ),
+            8,
+            8,
+        ),
+        g.place(
+            graph(
+                "WAL write and sync time",
+                f"Time per WAL write and per WAL sync {OVER} (as "
+                "pg_aio_target:wal_write_latency_seconds, wal_sync_latency_seconds; the same "
+                "names on PostgreSQL 16, 17 and 18). Every commit waits for a sync: the dashed "
+                "line is PgAioWalSyncLatencyHigh's threshold. Needs track_wal_io_timing.",
+                [
+                    Q(wal["wal_write_latency_seconds"].expr, "{{target}} write"),
+                    Q(wal["wal_sync_latency_seconds"].expr, "{{target}} sync"),
+                ],
+                "s",
+                threshold=MAX_WAL_SYNC,
+            ),
+            8,
+            8,
+        ),
+        g.place(
+            graph(
+                "Who writes shared buffers",
+                f"Shared buffers written per second by backend type {OVER} (relation, context "
+                "normal). checkpointer: at checkpoints; background writer: ahead of need; client "
+                "backend: a query had to clean a buffer itself because the background writer "
+                "fell behind (PgAioBackendsWritingBuffers).",
+                [
+                    Q(
+                        "sum by (target, backend_type) ("
+                        + NOW.rate("pg_stat_io_write_bytes_total", *promql.BUFFER_WRITES)
+                        + ")",
+                        "{{target}} {{backend_type}}",
+                    )
+                ],
+                "Bps",
+                stacked=True,
+            ),
+            12,
+            8,
+        ),
+        g.place(
+            graph(
+                "Sessions waiting on writes",
+                f"Average sessions (io workers aside) in write waits {OVER}: IO/DataFileWrite, "
+                "DataFileExtend, DataFileFlush, DataFileSync, WalWrite, WalSync, ... and "
+                "LWLock/WALWrite, sessions queueing behind another session's WAL flush (group "
+                "commit). Many waiting while WAL sync time climbs: storage saturated by writes "
+                "(PgAioStorageSaturatedByWrites).",
+                [Q(per_wait, "{{target}} {{wait_event_type}} / {{wait_event}}")],
+                "none",
+                stacked=True,
+            ),
+            12,
+            8,
+        ),
+    ]
+
+
 def overview_panels(g: Grid) -> list[Any]:
     on_off = {"0": ("off", "red"), "1": ("on", "green")}
     return [
@@ -715,6 +827,7 @@ def overview_panels(g: Grid) -> list[Any]:
             8,
             8,
         ),
+        *write_panels(g),
         g.row("Sessions waiting, io workers, in-flight I/O"),
         g.place(
             graph(

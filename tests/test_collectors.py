@@ -125,7 +125,7 @@ def test_settings_in_base_units(major: str):
     got = poll(registry.POLL["settings"](), rows)
     assert got["pg_settings_shared_buffers_bytes"][labels(**T)] == 16 * 1024 * 1024
     assert got["pg_settings_track_io_timing"][labels(**T)] == 1
-    assert got["pg_settings_track_wal_io_timing"][labels(**T)] == 0
+    assert got["pg_settings_track_wal_io_timing"][labels(**T)] == 1  # set for the recording
     if major == "18":  # PG 18 defaults
         assert got["pg_settings_io_combine_limit_bytes"][labels(**T)] == 16 * 8192
         assert got["pg_settings_io_workers"][labels(**T)] == 3
@@ -349,3 +349,94 @@ def test_a_client_starting_up_is_not_hidden():
             **T, backend_type="client backend", wait_event_type="IO", wait_event="DataFileRead"
         ): 1
     }
+
+
+# -- write side (pg_stat_io writes, pg_stat_wal) ------------------------------------------------
+
+# Operation -> the pg_stat_io columns of its count, bytes (None: none of its own) and time.
+WRITE_OPERATIONS = {
+    "write": ("writes", "write_bytes", "write_time"),
+    "extend": ("extends", "extend_bytes", "extend_time"),
+    "writeback": ("writebacks", None, "writeback_time"),
+    "fsync": ("fsyncs", None, "fsync_time"),
+}
+
+
+@pytest.mark.parametrize("major", recorded.MAJORS)
+def test_pg_stat_io_write_interval_gauges(major: str):
+    """Each write operation's time per operation and per byte, from the rows' deltas; none for
+    a row that did not do that operation, and none for PostgreSQL 18's wal rows."""
+    first, second = polls(major, "pg_stat_io")
+    got = poll(registry.POLL["pg_stat_io"](), first, second)
+    before = {(r["backend_type"], r["object"], r["context"]): r for r in first}
+    seen: Counter[str] = Counter()
+    for row in second:
+        old = before[(row["backend_type"], row["object"], row["context"])]
+        for op, (count, nbytes, time_ms) in WRITE_OPERATIONS.items():
+            latency = got.get(f"pg_aio_{op}_latency_seconds", {})
+            done = (row[count] or 0) - (old[count] or 0)
+            if done <= 0 or row["object"] == "wal":
+                assert key(row) not in latency
+                continue
+            seconds = (row[time_ms] - old[time_ms]) / 1000
+            assert latency[key(row)] == pytest.approx(seconds / done)
+            if nbytes is not None:
+                per_byte = got[f"pg_aio_{op}_seconds_per_byte"][key(row)]
+                assert per_byte == pytest.approx(seconds / (row[nbytes] - old[nbytes]))
+            seen[op] += 1
+    # The recording's write load between the polls: a bulk load, commits, a checkpoint.
+    assert seen["write"] and seen["fsync"] and seen["writeback"], seen
+    checkpointer = key({"backend_type": "checkpointer", "object": "relation", "context": "normal"})
+    assert checkpointer in got["pg_aio_write_latency_seconds"]
+
+
+@pytest.mark.parametrize("major", recorded.MAJORS)
+def test_pg_stat_wal_same_names_on_every_version(major: str):
+    """WAL writes and syncs from pg_stat_wal (16, 17) or pg_stat_io's wal rows (18), under one
+    set of names; the interval gauges from the two polls' deltas."""
+    first, second = polls(major, "pg_stat_wal")
+    got = poll(registry.POLL["pg_stat_wal"](), first, second)
+    (old,), (row,) = first, second
+    me = labels(**T)
+    assert got["pg_aio_wal_writes_total"][me] == row["writes"]
+    assert got["pg_aio_wal_syncs_total"][me] == row["syncs"]
+    assert got["pg_aio_wal_sync_time_seconds_total"][me] == pytest.approx(row["sync_time"] / 1000)
+    assert got["pg_stat_wal_bytes_total"][me] == row["wal_bytes"]
+    syncs = row["syncs"] - old["syncs"]
+    assert syncs >= 20, "every single-row commit of the recording syncs WAL"
+    sync_seconds = (row["sync_time"] - old["sync_time"]) / 1000
+    assert got["pg_aio_wal_sync_latency_seconds"][me] == pytest.approx(sync_seconds / syncs)
+    writes = row["writes"] - old["writes"]
+    write_seconds = (row["write_time"] - old["write_time"]) / 1000
+    assert got["pg_aio_wal_write_latency_seconds"][me] == pytest.approx(write_seconds / writes)
+    if major == "18":  # the same figures as the sum of pg_stat_io's wal rows
+        io = [r for r in polls(major, "pg_stat_io")[1] if r["object"] == "wal"]
+        normal = [r for r in io if r["context"] == "normal"]
+        assert row["syncs"] == sum(r["fsyncs"] or 0 for r in normal)
+        assert row["writes"] == sum(r["writes"] or 0 for r in normal)
+
+
+def test_pg_stat_wal_gauges_absent_without_wal_timing():
+    first, second = polls("18", "pg_stat_wal")
+    off = [{**second[0], "track_wal_io_timing": False}]
+    got = poll(registry.POLL["pg_stat_wal"](), first, off)
+    assert "pg_aio_wal_writes_total" in got
+    assert "pg_aio_wal_sync_latency_seconds" not in got
+    assert "pg_aio_wal_write_latency_seconds" not in got
+
+
+@pytest.mark.parametrize("major", recorded.MAJORS)
+def test_checkpointer_same_names_before_and_after_17(major: str):
+    """pg_stat_bgwriter's checkpoint columns (16) and pg_stat_checkpointer's (17, 18) under one
+    set of names; the recording's CHECKPOINT between the polls is a requested one."""
+    first, second = polls(major, "checkpointer")
+    got = poll(registry.POLL["checkpointer"](), second)
+    (old,), (row,) = first, second
+    me = labels(**T)
+    assert got["pg_aio_checkpoints_requested_total"][me] == row["requested"]
+    assert row["requested"] - old["requested"] >= 1
+    assert got["pg_aio_checkpoint_buffers_written_total"][me] == row["buffers_written"]
+    assert row["buffers_written"] > old["buffers_written"]
+    seconds = got["pg_aio_checkpoint_sync_time_seconds_total"][me]
+    assert seconds == pytest.approx(row["sync_time"] / 1000)
+    assert got["pg_aio_bgwriter_maxwritten_clean_total"][me] == row["maxwritten_clean"]

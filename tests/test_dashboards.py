@@ -73,6 +73,21 @@ CONTRACT: dict[str, frozenset[str]] = {
     "pg_aio_read_seconds_per_byte": ROW,
     "pg_aio_read_size_bytes": ROW,
     "pg_aio_hit_ratio": ROW,
+    # The write side (issue 23), documented in docs/metrics.md.
+    **{f"pg_aio_{op}_latency_seconds": ROW for op in ("write", "extend", "writeback", "fsync")},
+    **{f"pg_aio_{op}_seconds_per_byte": ROW for op in ("write", "extend")},
+    **{
+        f"pg_aio_wal_{name}": TARGET
+        for name in (
+            "writes_total",
+            "write_time_seconds_total",
+            "syncs_total",
+            "sync_time_seconds_total",
+            "write_latency_seconds",
+            "sync_latency_seconds",
+        )
+    },
+    **{f"pg_stat_wal_{name}_total": TARGET for name in ("records", "fpi", "bytes", "buffers_full")},
     "pg_up": TARGET,
     "pg_aio_supported": TARGET,
     "pg_server_info": TARGET | {"version", "version_num"},

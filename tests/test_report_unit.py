@@ -15,7 +15,7 @@ import pytest
 
 from pg_aio_exporter.collectors.intervals import ReadCounters, ReadWindow, Snapshot
 from pg_aio_exporter.config import ConfigError
-from pg_aio_exporter.report import document, text, units
+from pg_aio_exporter.report import document, text, units, writes
 from pg_aio_exporter.report.findings import CHECKS, Finding
 from pg_aio_exporter.report.outcome import exit_code, judge
 from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
@@ -536,7 +536,8 @@ def test_reads_not_combined_only_on_18():
 def test_every_check_is_named_after_its_finding_and_the_schema_lists_them():
     schema = json.loads(document.SCHEMA_FILE.read_text())
     ids = schema["properties"]["findings"]["items"]["properties"]["id"]["enum"]
-    assert sorted(ids) == sorted(check.__name__ for check in CHECKS)
+    # The write side's checks (report/writes.py) are in the same list of ids.
+    assert sorted(ids) == sorted(check.__name__ for check in (*CHECKS, *writes.CHECKS))
     assert {f.id for f in busy_report().findings} <= set(ids)
 
 

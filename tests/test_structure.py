@@ -22,12 +22,59 @@ pytestmark = pytest.mark.unit
 PACKAGE = Path(recorded.__file__).resolve().parents[1] / "exporter" / "pg_aio_exporter"
 
 
+# Families added since the reference's commit (issue 23: the write side), left out of the
+# byte-for-byte comparison; each is checked against the rows in tests/test_collectors.py.
+ADDED_SINCE_REFERENCE = frozenset(
+    {
+        *(f"pg_aio_{op}_latency_seconds" for op in ("write", "extend", "writeback", "fsync")),
+        *(f"pg_aio_{op}_seconds_per_byte" for op in ("write", "extend")),
+        "pg_stat_wal_records_total",
+        "pg_stat_wal_fpi_total",
+        "pg_stat_wal_bytes_total",
+        "pg_stat_wal_buffers_full_total",
+        "pg_aio_wal_writes_total",
+        "pg_aio_wal_write_time_seconds_total",
+        "pg_aio_wal_syncs_total",
+        "pg_aio_wal_sync_time_seconds_total",
+        "pg_aio_wal_write_latency_seconds",
+        "pg_aio_wal_sync_latency_seconds",
+        *(f"pg_aio_checkpoint{n}_total" for n in ("s_timed", "s_requested", "_buffers_written")),
+        "pg_aio_checkpoint_write_time_seconds_total",
+        "pg_aio_checkpoint_sync_time_seconds_total",
+        *(
+            f"pg_aio_bgwriter_{n}_total"
+            for n in ("buffers_clean", "maxwritten_clean", "buffers_alloc")
+        ),
+    }
+)
+
+
+def without_families(body: bytes, names: frozenset[str]) -> bytes:
+    """The exposition without the families (HELP, TYPE and samples) named in `names`."""
+    kept, skipping = [], False
+    for line in body.splitlines(keepends=True):
+        if line.startswith(b"# HELP "):
+            skipping = line.split()[2].decode() in names
+        if not skipping:
+            kept.append(line)
+    return b"".join(kept)
+
+
 @pytest.mark.parametrize("major", recorded.MAJORS)
 def test_recorded_state_renders_the_reference_bytes(major: str):
     """tests/fixtures/exposition/pgNN.prom was rendered from the same rows by the code before
-    the restructure (commit e8cc035's collectors, sampler and exposition)."""
+    the restructure (commit e8cc035's collectors, sampler and exposition); what was added since
+    is compared apart."""
     reference = (recorded.FIXTURES / "exposition" / f"pg{major}.prom").read_bytes()
-    assert recorded.replay(major) == reference
+    body = recorded.replay(major)
+    assert without_families(body, ADDED_SINCE_REFERENCE) == reference
+
+    def names(text: bytes) -> set[str]:
+        return {
+            line.split()[2].decode() for line in text.splitlines() if line.startswith(b"# HELP")
+        }
+
+    assert names(body) - names(reference) <= ADDED_SINCE_REFERENCE
 
 
 class DummyCollector:

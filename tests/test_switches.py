@@ -18,6 +18,8 @@ EXPORTS = {
         "pg_stat_io_hits_total",
         "pg_stat_io_read_bytes_total",
     },
+    "pg_stat_wal": {"pg_aio_wal_writes_total", "pg_aio_wal_syncs_total", "pg_stat_wal_bytes_total"},
+    "checkpointer": {"pg_aio_checkpoints_timed_total", "pg_aio_bgwriter_buffers_clean_total"},
     "settings": {"pg_settings_io_workers", "pg_aio_io_method", "pg_settings_track_io_timing"},
     "server": {"pg_server_info", "pg_aio_supported", "pg_postmaster_start_time_seconds"},
     "pg_stat_database": {"pg_stat_database_xact_commit_total", "pg_stat_database_blks_hit_total"},

@@ -1,4 +1,5 @@
-"""Per-interval read figures from two consecutive pg_stat_io snapshots (pure math, no I/O).
+"""Per-interval read and write figures from two consecutive pg_stat_io snapshots (pure math,
+no I/O).
 
 An interval counts only when it is trustworthy: same postmaster, same stats_reset, and no
 counter went backwards. Anything else yields no value rather than a negative or absurd one.
@@ -8,7 +9,8 @@ The exporter turns each interval into gauges; the report sums the intervals of i
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
+from typing import TypeVar
 
 LabelKey = tuple[str, str, str]  # backend_type, object, context
 
@@ -32,12 +34,44 @@ class ReadCounters:
 NO_READS = ReadCounters(0.0, 0.0, 0.0, 0.0)
 
 
+@dataclass(frozen=True, slots=True)
+class WriteCounters:
+    """The write side of one pg_stat_io row: writes of dirty buffers, relation extension,
+    writeback requests (sync_file_range, in blocks) and fsyncs; times in milliseconds."""
+
+    writes: float = 0.0
+    write_bytes: float = 0.0
+    write_time_ms: float = 0.0
+    extends: float = 0.0
+    extend_bytes: float = 0.0
+    extend_time_ms: float = 0.0
+    writebacks: float = 0.0
+    writeback_time_ms: float = 0.0
+    fsyncs: float = 0.0
+    fsync_time_ms: float = 0.0
+
+    def __add__(self, other: WriteCounters) -> WriteCounters:
+        return WriteCounters(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+
+NO_WRITES = WriteCounters()
+# The write operations with their counter fields: (count, bytes or None, time in ms). fsync
+# moves no bytes of its own, and writebacks are requests to flush blocks written before.
+WRITE_OPERATIONS: dict[str, tuple[str, str | None, str]] = {
+    "write": ("writes", "write_bytes", "write_time_ms"),
+    "extend": ("extends", "extend_bytes", "extend_time_ms"),
+    "writeback": ("writebacks", None, "writeback_time_ms"),
+    "fsync": ("fsyncs", None, "fsync_time_ms"),
+}
+
+
 @dataclass(frozen=True)
 class Snapshot:
     rows: dict[LabelKey, ReadCounters]
     stats_reset: float | None  # epoch seconds
     start_time: float  # postmaster start, epoch seconds
     track_io_timing: bool
+    writes: dict[LabelKey, WriteCounters] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -57,23 +91,37 @@ def comparable(prev: Snapshot | None, cur: Snapshot) -> bool:
     )
 
 
-def deltas(prev: Snapshot, cur: Snapshot) -> dict[LabelKey, ReadCounters]:
-    """What each row counted between two comparable snapshots; a row whose counters went
+Counters = TypeVar("Counters", "ReadCounters", "WriteCounters", "WalCounters")
+
+
+def _minus(now: Counters, before: Counters) -> Counters | None:
+    """now - before, field by field; None when a counter went backwards."""
+    delta = [a - b for a, b in zip(astuple(now), astuple(before), strict=True)]
+    return type(now)(*delta) if min(delta) >= 0 else None
+
+
+def _row_deltas(
+    prev: dict[LabelKey, Counters], cur: dict[LabelKey, Counters]
+) -> dict[LabelKey, Counters]:
+    """What each row counted between two snapshots; a row new in `cur` or whose counters went
     backwards is left out."""
-    out: dict[LabelKey, ReadCounters] = {}
-    for key, now in cur.rows.items():
-        before = prev.rows.get(key)
-        if before is None:
-            continue
-        delta = ReadCounters(
-            now.reads - before.reads,
-            now.read_bytes - before.read_bytes,
-            now.read_time_ms - before.read_time_ms,
-            now.hits - before.hits,
-        )
-        if min(delta.reads, delta.read_bytes, delta.read_time_ms, delta.hits) >= 0:
+    out: dict[LabelKey, Counters] = {}
+    for key, now in cur.items():
+        before = prev.get(key)
+        delta = _minus(now, before) if before is not None else None
+        if delta is not None:
             out[key] = delta
     return out
+
+
+def deltas(prev: Snapshot, cur: Snapshot) -> dict[LabelKey, ReadCounters]:
+    """What each row read between two comparable snapshots."""
+    return _row_deltas(prev.rows, cur.rows)
+
+
+def write_deltas(prev: Snapshot, cur: Snapshot) -> dict[LabelKey, WriteCounters]:
+    """What each row wrote between two comparable snapshots."""
+    return _row_deltas(prev.writes, cur.writes)
 
 
 def total(counters: Iterable[ReadCounters]) -> ReadCounters:
@@ -94,6 +142,44 @@ def read_figures(delta: ReadCounters, timing: bool) -> IntervalReads | None:
     )
 
 
+@dataclass(frozen=True)
+class IntervalOperation:
+    """One write operation's figures, like a read's: time per operation and per byte."""
+
+    latency_seconds: float
+    seconds_per_byte: float | None  # None for operations that move no bytes of their own
+
+
+def write_figures(delta: WriteCounters, timing: bool) -> dict[str, IntervalOperation]:
+    """Per-operation figures of each write operation that happened, by WRITE_OPERATIONS name;
+    nothing without `timing` (track_io_timing on throughout): the times would be 0."""
+    if not timing:
+        return {}
+    out: dict[str, IntervalOperation] = {}
+    for name, (count_field, bytes_field, time_field) in WRITE_OPERATIONS.items():
+        count = getattr(delta, count_field)
+        if count <= 0:
+            continue
+        seconds = getattr(delta, time_field) / 1000.0
+        nbytes = getattr(delta, bytes_field) if bytes_field is not None else 0.0
+        out[name] = IntervalOperation(seconds / count, seconds / nbytes if nbytes > 0 else None)
+    return out
+
+
+def interval_writes(
+    prev: Snapshot | None, cur: Snapshot
+) -> dict[tuple[LabelKey, str], IntervalOperation]:
+    """Write figures per (row, operation) over the interval, when it is trustworthy."""
+    if prev is None or not comparable(prev, cur):
+        return {}
+    timing = prev.track_io_timing and cur.track_io_timing
+    return {
+        (key, name): figures
+        for key, delta in write_deltas(prev, cur).items()
+        for name, figures in write_figures(delta, timing).items()
+    }
+
+
 def interval_reads(prev: Snapshot | None, cur: Snapshot) -> dict[LabelKey, IntervalReads]:
     if prev is None or not comparable(prev, cur):
         return {}
@@ -111,6 +197,7 @@ class ReadWindow:
     """Counted reads summed over the consecutive intervals of a window (the report's)."""
 
     rows: dict[LabelKey, ReadCounters] = field(default_factory=dict)
+    writes: dict[LabelKey, WriteCounters] = field(default_factory=dict)
     seconds: float = 0.0  # time covered by the intervals that counted
     timed: bool = True  # track_io_timing was on at every snapshot
     resets: list[float] = field(default_factory=list)  # stats_reset values that appeared
@@ -133,6 +220,84 @@ class ReadWindow:
         self.seconds += at - prev_at
         for key, delta in deltas(prev, cur).items():
             self.rows[key] = self.rows.get(key, NO_READS) + delta
+        for key, wrote in write_deltas(prev, cur).items():
+            self.writes[key] = self.writes.get(key, NO_WRITES) + wrote
 
     def total(self) -> ReadCounters:
         return total(self.rows.values())
+
+
+# --- WAL ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WalCounters:
+    """WAL written and flushed, under one meaning on every version: PostgreSQL 16/17 count the
+    writes and syncs in pg_stat_wal, 18 in pg_stat_io's `wal` rows (context `normal`); the
+    volume (pg_stat_wal) is the same view throughout. Times in milliseconds."""
+
+    writes: float = 0.0
+    write_time_ms: float = 0.0
+    syncs: float = 0.0
+    sync_time_ms: float = 0.0
+    records: float = 0.0
+    fpi: float = 0.0  # full page images
+    wal_bytes: float = 0.0
+    buffers_full: float = 0.0  # writes forced because wal_buffers was full
+
+    def __add__(self, other: WalCounters) -> WalCounters:
+        return WalCounters(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+
+NO_WAL = WalCounters()
+
+
+@dataclass(frozen=True)
+class WalSnapshot:
+    counters: WalCounters
+    stats_reset: float | None  # of the view the writes and syncs come from
+    start_time: float
+    track_wal_io_timing: bool
+
+
+def wal_delta(prev: WalSnapshot | None, cur: WalSnapshot) -> WalCounters | None:
+    """What the server's WAL counted between two snapshots; None across a restart or reset, or
+    when a counter went backwards (pg_stat_wal and pg_stat_io reset apart on 18)."""
+    if prev is None or prev.start_time != cur.start_time or prev.stats_reset != cur.stats_reset:
+        return None
+    return _minus(cur.counters, prev.counters)
+
+
+@dataclass(frozen=True)
+class IntervalWal:
+    write_latency_seconds: float | None  # time per WAL write
+    sync_latency_seconds: float | None  # time per WAL sync (every commit waits for one)
+
+
+def wal_figures(delta: WalCounters, timing: bool) -> IntervalWal | None:
+    """Per-operation WAL figures; None without `timing` (track_wal_io_timing on throughout)."""
+    if not timing:
+        return None
+    write = delta.write_time_ms / 1000.0 / delta.writes if delta.writes > 0 else None
+    sync = delta.sync_time_ms / 1000.0 / delta.syncs if delta.syncs > 0 else None
+    return IntervalWal(write, sync)
+
+
+@dataclass
+class WalWindow:
+    """WAL counted over the consecutive intervals of a window (the report's)."""
+
+    counters: WalCounters = NO_WAL
+    seconds: float = 0.0
+    timed: bool = True  # track_wal_io_timing on at every snapshot
+    _last: tuple[WalSnapshot, float] | None = None
+
+    def observe(self, cur: WalSnapshot, at: float) -> None:
+        self.timed = self.timed and cur.track_wal_io_timing
+        last, self._last = self._last, (cur, at)
+        if last is None:
+            return
+        delta = wal_delta(last[0], cur)
+        if delta is not None:
+            self.counters += delta
+            self.seconds += at - last[1]

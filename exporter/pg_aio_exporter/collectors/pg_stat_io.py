@@ -1,4 +1,4 @@
-"""pg_stat_io (PostgreSQL 16+): cumulative I/O counters and per-interval read gauges.
+"""pg_stat_io (PostgreSQL 16+): cumulative I/O counters and per-interval read and write gauges.
 
 PG 16/17 count in blocks of op_bytes; PG 18 has byte columns and one read may cover many
 blocks (io_combine_limit), which is why latency is exported per operation AND per byte.
@@ -10,9 +10,19 @@ import sys
 from dataclasses import dataclass
 
 from pg_aio_exporter.collectors.base import Row
-from pg_aio_exporter.collectors.intervals import LabelKey, ReadCounters, Snapshot, interval_reads
+from pg_aio_exporter.collectors.intervals import (
+    IntervalOperation,
+    LabelKey,
+    ReadCounters,
+    Snapshot,
+    WriteCounters,
+    interval_reads,
+    interval_writes,
+)
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG16, PG18
+
+WAL_OBJECT = "wal"  # PostgreSQL 18's pg_stat_io rows of WAL I/O
 
 
 @dataclass(frozen=True)
@@ -151,7 +161,45 @@ class PgStatIoCollector:
                 iv.hit_ratio,
                 **labels,
             )
+        collect_write_gauges(interval_writes(self._previous, snapshot), out)
         self._previous = snapshot
+
+
+# What each write operation is, for the help text of its gauges.
+WRITE_OPERATION_WORDS = {
+    "write": "buffer write",
+    "extend": "relation extension",
+    "writeback": "writeback request",
+    "fsync": "fsync",
+}
+
+
+def collect_write_gauges(
+    figures: dict[tuple[LabelKey, str], IntervalOperation], out: MetricSet
+) -> None:
+    """pg_aio_<op>_latency_seconds and, for operations that move bytes,
+    pg_aio_<op>_seconds_per_byte, like the read gauges."""
+    for ((backend_type, obj, context), op), iv in sorted(figures.items()):
+        labels = {"backend_type": backend_type, "object": obj, "context": context}
+        words = WRITE_OPERATION_WORDS[op]
+        out.gauge(
+            f"pg_aio_{op}_latency_seconds",
+            f"Time per {words} over the last poll interval; needs track_io_timing.",
+            iv.latency_seconds,
+            **labels,
+        )
+        if iv.seconds_per_byte is not None:
+            out.gauge(
+                f"pg_aio_{op}_seconds_per_byte",
+                f"Time per byte of {words}s over the last poll interval; needs track_io_timing.",
+                iv.seconds_per_byte,
+                **labels,
+            )
+
+
+def _key(row: Row) -> LabelKey:
+    # Kept until the next poll, for every target: one copy of each label string.
+    return (sys.intern(row["backend_type"]), sys.intern(row["object"]), sys.intern(row["context"]))
 
 
 def read_snapshot(rows: list[Row]) -> Snapshot | None:
@@ -162,13 +210,7 @@ def read_snapshot(rows: list[Row]) -> Snapshot | None:
     for row in rows:
         if row["reads"] is None or row["read_bytes"] is None or row["hits"] is None:
             continue
-        # Kept until the next poll, for every target: one copy of each label string.
-        key = (
-            sys.intern(row["backend_type"]),
-            sys.intern(row["object"]),
-            sys.intern(row["context"]),
-        )
-        counters[key] = ReadCounters(
+        counters[_key(row)] = ReadCounters(
             reads=row["reads"],
             read_bytes=row["read_bytes"],
             read_time_ms=row["read_time"] or 0.0,
@@ -180,4 +222,36 @@ def read_snapshot(rows: list[Row]) -> Snapshot | None:
         stats_reset=max(resets) if resets else None,
         start_time=rows[0]["start_time"],
         track_io_timing=rows[0]["track_io_timing"],
+        writes=write_counters(rows),
     )
+
+
+def write_counters(rows: list[Row]) -> dict[LabelKey, WriteCounters]:
+    """This poll's write counters per row; a NULL cell (the operation does not apply to that
+    row, e.g. fsyncs of bulkwrite) counts 0. Rows that can do none of them are left out, and so
+    are PostgreSQL 18's `wal` rows: their times follow track_wal_io_timing, not
+    track_io_timing, and the pg_stat_wal collector turns them into the WAL figures."""
+    out: dict[LabelKey, WriteCounters] = {}
+    for row in rows:
+        if row["object"] == WAL_OBJECT:
+            continue
+        if all(row[c] is None for c in ("writes", "extends", "writebacks", "fsyncs")):
+            continue
+        out[_key(row)] = WriteCounters(
+            *(
+                row[column] or 0.0
+                for column in (
+                    "writes",
+                    "write_bytes",
+                    "write_time",
+                    "extends",
+                    "extend_bytes",
+                    "extend_time",
+                    "writebacks",
+                    "writeback_time",
+                    "fsyncs",
+                    "fsync_time",
+                )
+            )
+        )
+    return out

@@ -11,10 +11,12 @@ from collections.abc import Callable, Collection
 
 from pg_aio_exporter.collectors import (
     activity,
+    checkpointer,
     pg_aios,
     pg_stat_database,
     pg_stat_io,
     pg_stat_statements,
+    pg_stat_wal,
     server,
     settings,
 )
@@ -22,6 +24,8 @@ from pg_aio_exporter.collectors.base import PollCollector, SampleCollector
 
 POLL: dict[str, Callable[[], PollCollector]] = {
     pg_stat_io.PgStatIoCollector.name: pg_stat_io.PgStatIoCollector,
+    pg_stat_wal.PgStatWalCollector.name: pg_stat_wal.PgStatWalCollector,
+    checkpointer.CheckpointerCollector.name: checkpointer.CheckpointerCollector,
     settings.SettingsCollector.name: settings.SettingsCollector,
     server.ServerCollector.name: server.ServerCollector,
     pg_stat_statements.PgStatStatementsCollector.name: pg_stat_statements.PgStatStatementsCollector,

@@ -46,7 +46,7 @@ AIO_SETTINGS = (
     Setting("io_max_combine_limit", "bytes"),
     Setting("shared_buffers", "bytes", combining=True),
     Setting("track_io_timing", "bool"),
-    Setting("track_wal_io_timing", "bool", watched=False),
+    Setting("track_wal_io_timing", "bool"),  # the WAL write and sync figures need it
 )
 ENUM_SETTINGS = {"io_method": "pg_aio_io_method"}
 

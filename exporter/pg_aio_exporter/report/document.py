@@ -18,6 +18,7 @@ from pg_aio_exporter.collectors.activity import WaitKey
 from pg_aio_exporter.collectors.intervals import LabelKey, ReadCounters
 from pg_aio_exporter.collectors.pg_stat_statements import StatementCounters
 from pg_aio_exporter.config import ConfigError, read_text_file
+from pg_aio_exporter.report import writes
 from pg_aio_exporter.report.compare import RowComparison
 from pg_aio_exporter.report.outcome import Report
 from pg_aio_exporter.report.summary import Activity, Reads, ServerFacts, Summary
@@ -157,6 +158,7 @@ def _comparison(report: Report) -> dict[str, Any] | None:
             "io_workers": base.server.settings.get("io_workers"),
         },
         "rows": [_compared(row) for row in rows],
+        "writes": writes.comparison(base, report.summary),
     }
 
 
@@ -206,6 +208,12 @@ def to_json(report: Report, thresholds: Thresholds) -> dict[str, Any]:
         },
         "activity": _activity(summary.activity, thresholds),
         "workload": _workload(summary.workload),
+        "writes": writes.to_json(
+            summary,
+            None
+            if thresholds.writes is None
+            else writes.write_wait_sessions(summary.activity, thresholds.writes),
+        ),
         "not_visible": list(summary.not_visible),
         "findings": [
             {
@@ -346,6 +354,7 @@ def from_json(doc: Mapping[str, Any]) -> Summary:
         not_visible=tuple(map(str, doc["not_visible"])),
         # Schema 1 had no workload time.
         workload=workload_from_json(doc["workload"]) if doc["schema"] >= 2 else None,
+        writes=writes.from_json(doc.get("writes")),
     )
 
 

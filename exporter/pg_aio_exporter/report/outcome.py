@@ -11,6 +11,7 @@ from pg_aio_exporter.report.summary import Summary
 from pg_aio_exporter.report.thresholds import SEVERITIES, Thresholds
 from pg_aio_exporter.report.verdict import Verdict, verdict
 from pg_aio_exporter.report.workload import WorkloadComparison
+from pg_aio_exporter.report.writes import write_findings
 
 FAIL_ON = ("warning", "critical")
 
@@ -27,7 +28,9 @@ class Report:
 
 def judge(summary: Summary, thresholds: Thresholds, baseline: Summary | None = None) -> Report:
     ctx = Context(summary, thresholds, baseline)
-    found = findings(ctx)
+    found = sorted(
+        [*findings(ctx), *write_findings(ctx)], key=lambda f: -SEVERITIES.index(f.severity)
+    )
     return Report(
         summary,
         found,

@@ -14,19 +14,22 @@ from collections.abc import Callable
 from typing import Any
 
 from pg_aio_exporter.collectors import (
+    checkpointer,
     pg_stat_database,
     pg_stat_io,
     pg_stat_statements,
+    pg_stat_wal,
     server,
     settings,
 )
 from pg_aio_exporter.collectors.base import Row
-from pg_aio_exporter.collectors.intervals import ReadWindow
+from pg_aio_exporter.collectors.intervals import ReadWindow, WalWindow
 from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 from pg_aio_exporter.poll.worker import TargetWorker
 from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
 from pg_aio_exporter.report.workload import KEPT, StatementWindow, Workload
+from pg_aio_exporter.report.written import Checkpoints, Writes
 
 # pg_stat_io is read this often within the window (and at its end): a stats reset or restart
 # then costs one interval, not the window. One poll costs the server about what 2 samples do.
@@ -60,6 +63,9 @@ class Recorder:
 
     def __init__(self) -> None:
         self.reads = ReadWindow()
+        self.wal = WalWindow()
+        self.wal_seen = False  # the pg_stat_wal collector answered (PostgreSQL 14+)
+        self.checkpoints: list[Row] = []  # the window's first and last checkpointer row
         self.server_rows: list[Row] = []
         self.settings_rows: list[Row] = []
         self.samples = 0
@@ -70,12 +76,21 @@ class Recorder:
     def start(self) -> None:
         """Forget the reads seen so far: the window starts now."""
         self.reads = ReadWindow()
+        self.wal = WalWindow()
+        self.checkpoints = []
 
     def polled(self, collector: str, rows: list[Row], read_at: float) -> None:
         if collector == pg_stat_io.PgStatIoCollector.name:
             snapshot = pg_stat_io.read_snapshot(rows)
             if snapshot is not None:
                 self.reads.observe(snapshot, read_at)
+        elif collector == pg_stat_wal.PgStatWalCollector.name:
+            wal = pg_stat_wal.wal_snapshot(rows)
+            if wal is not None:
+                self.wal_seen = True
+                self.wal.observe(wal, read_at)
+        elif collector == checkpointer.CheckpointerCollector.name and rows:
+            self.checkpoints = [*self.checkpoints[:1], rows[0]]
         elif collector == server.ServerCollector.name:
             self.server_rows = rows
         elif collector == settings.SettingsCollector.name:
@@ -91,6 +106,22 @@ class Recorder:
 
     def activity(self, sample_interval: float) -> Activity:
         return Activity(samples=self.samples, sample_interval=sample_interval, **self.totals)
+
+    def writes(self) -> Writes:
+        """The window's write side, read and WAL counts alike."""
+        return Writes(
+            rows=self.reads.writes,
+            seconds=self.reads.seconds,
+            timed=self.reads.timed,
+            wal=self.wal.counters if self.wal_seen else None,
+            wal_seconds=self.wal.seconds,
+            wal_timed=self.wal.timed,
+            checkpoints=(
+                Checkpoints.between(self.checkpoints[0], self.checkpoints[-1])
+                if len(self.checkpoints) == 2
+                else None
+            ),
+        )
 
     def failed(self, collector: str, kind: str, message: str) -> None:
         self.failures[collector] = (kind, message)
@@ -271,4 +302,5 @@ async def measure(
             watched.samples,
             absent[1] if absent is not None else None,
         ),
+        writes=recorder.writes(),
     )

@@ -18,6 +18,7 @@ from pg_aio_exporter.collectors.intervals import (
     total,
 )
 from pg_aio_exporter.report.workload import Workload
+from pg_aio_exporter.report.written import Writes
 from pg_aio_exporter.versions import PG16, PG18
 
 BLOCK_BYTES = 8192  # what one uncombined read covers (PostgreSQL's default block size)
@@ -174,6 +175,7 @@ class Summary:
     restarts: int = 0
     not_visible: tuple[str, ...] = ()  # what this role could not see, in words
     workload: Workload | None = None  # None: a saved report of schema 1
+    writes: Writes | None = None  # the write side (report/writes.py); None: not measured
 
     @property
     def duration(self) -> float:

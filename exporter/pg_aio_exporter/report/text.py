@@ -8,7 +8,7 @@ from typing import Any
 
 from pg_aio_exporter.collectors import settings as aio_settings
 from pg_aio_exporter.collectors.intervals import LabelKey
-from pg_aio_exporter.report import units
+from pg_aio_exporter.report import units, writes
 from pg_aio_exporter.report.compare import RowComparison
 from pg_aio_exporter.report.outcome import Report
 from pg_aio_exporter.report.summary import Activity, Reads, ServerFacts, Summary
@@ -196,7 +196,18 @@ def _comparison(report: Report) -> list[str]:
     for row in rows:
         out.append(f"{INDENT}{_labels(row.key)}")
         out += _change_table(row)
+    if report.summary.writes is not None or base.writes is not None:
+        out.append(f"{INDENT}writes, whole server")
+        out += writes.comparison_lines(base, report.summary, INDENT * 2)
     return out
+
+
+def _writes(summary: Summary, thresholds: Thresholds) -> list[str]:
+    lines = writes.text_lines(summary, thresholds.writes, INDENT)
+    if not lines:
+        return []
+    seconds = summary.writes.seconds if summary.writes is not None else 0.0
+    return [*_heading(f"Writes (pg_stat_io and WAL, over {units.duration(seconds)})"), *lines]
 
 
 def _change_table(row: RowComparison) -> list[str]:
@@ -266,6 +277,7 @@ def render(report: Report, thresholds: Thresholds) -> str:
         *_workload(summary),
         *_reads(summary),
         *_activity(summary.activity, thresholds),
+        *_writes(summary, thresholds),
     ]
     if summary.not_visible:
         lines += _heading("Not visible to this role")

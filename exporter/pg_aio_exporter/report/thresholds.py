@@ -12,6 +12,41 @@ SEVERITIES = ("ok", "info", "warning", "critical")
 
 
 @dataclass(frozen=True)
+class WriteThresholds:
+    """The write side's alert thresholds (issue 23), the same numbers as the rules'."""
+
+    max_seconds_per_sync: float  # PgAioWalSyncLatencyHigh
+    min_syncs_per_second: float
+    regression_factor: float  # PgAioWriteLatencyRegression: per-byte write time x baseline's
+    min_write_ops_per_second: float
+    max_backend_share: float  # PgAioBackendsWritingBuffers
+    min_backend_writes_per_second: float
+    write_wait_events: frozenset[str]  # PgAioStorageSaturatedByWrites: IO waits ...
+    write_lock_events: frozenset[str]  # ... and LWLock waits
+    min_write_wait_sessions: float
+    latency_factor: float
+
+    @classmethod
+    def from_alerts(cls, alerts: Mapping[str, Any]) -> WriteThresholds:
+        wal = alerts["PgAioWalSyncLatencyHigh"]
+        regression = alerts["PgAioWriteLatencyRegression"]
+        backends = alerts["PgAioBackendsWritingBuffers"]
+        saturated = alerts["PgAioStorageSaturatedByWrites"]
+        return cls(
+            max_seconds_per_sync=float(wal["max_seconds_per_sync"]),
+            min_syncs_per_second=float(wal["min_syncs_per_second"]),
+            regression_factor=float(regression["factor"]),
+            min_write_ops_per_second=float(regression["min_write_ops_per_second"]),
+            max_backend_share=float(backends["max_backend_share"]),
+            min_backend_writes_per_second=float(backends["min_backend_writes_per_second"]),
+            write_wait_events=frozenset(saturated["write_wait_events"].split("|")),
+            write_lock_events=frozenset(saturated["write_lock_events"].split("|")),
+            min_write_wait_sessions=float(saturated["min_write_wait_sessions"]),
+            latency_factor=float(saturated["latency_factor"]),
+        )
+
+
+@dataclass(frozen=True)
 class Thresholds:
     # Alert rules (alerts/params.yaml): the same numbers, the same meaning.
     min_read_ops_per_second: float  # below this, latency is noise and nothing is judged
@@ -30,6 +65,7 @@ class Thresholds:
     min_uncounted_read_sessions: float  # reads_not_yet_counted
     max_io_workers: int  # PostgreSQL's upper bound for io_workers
     workload_regression_factor: float  # workload_regression: workload time x the baseline's
+    writes: WriteThresholds | None = None  # None: the write side is not judged
 
     def allowed_seconds_per_read(self, size_bytes: float) -> float:
         """PgAioReadLatencyHigh's limit for reads of this average size."""
@@ -61,6 +97,7 @@ class Thresholds:
             min_uncounted_read_sessions=float(report["min_uncounted_read_sessions"]),
             max_io_workers=int(report["max_io_workers"]),
             workload_regression_factor=float(report["workload_regression_factor"]),
+            writes=WriteThresholds.from_alerts(alerts),
         )
 
 

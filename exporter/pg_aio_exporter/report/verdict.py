@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pg_aio_exporter.report import units
+from pg_aio_exporter.report import units, writes
 from pg_aio_exporter.report.findings import Context, Finding
 from pg_aio_exporter.report.workload import STATEMENTS, Workload, WorkloadComparison
 
@@ -75,6 +75,12 @@ def reads(ctx: Context, found: dict[str, Finding]) -> str:
 
 
 def storage(ctx: Context, found: dict[str, Finding]) -> str:
+    """Reads and writes together: writes.storage_sentence puts writes first when they
+    saturate the volume."""
+    return writes.storage_sentence(ctx, found, read_storage(ctx, found))
+
+
+def read_storage(ctx: Context, found: dict[str, Finding]) -> str:
     if "storage_saturated" in found:
         return found["storage_saturated"].summary
     if not ctx.sampled:

@@ -1,0 +1,143 @@
+"""WAL (PostgreSQL 14+): how much WAL is written, and how long its writes and syncs take, under
+one set of names on every version.
+
+PostgreSQL 18 moved WAL write and sync counts and times out of pg_stat_wal (wal_write, wal_sync,
+wal_write_time, wal_sync_time are gone) into pg_stat_io's rows with object 'wal'. Context
+'normal' of those rows is what pg_stat_wal counted before (writes of WAL buffers by XLogWrite,
+fsyncs by issue_xlog_fsync; 'init' is the writes and fsyncs that create a new segment, which 17
+did not count either). Any backend type may flush WAL (client backends at commit, walwriter,
+checkpointer), so the rows are summed. Times are measured only with track_wal_io_timing on
+(track_io_timing is not enough), on every version.
+"""
+
+from __future__ import annotations
+
+from pg_aio_exporter.collectors.base import Row
+from pg_aio_exporter.collectors.intervals import (
+    WalCounters,
+    WalSnapshot,
+    wal_delta,
+    wal_figures,
+)
+from pg_aio_exporter.expose.metricset import MetricSet
+from pg_aio_exporter.versions import PG14, PG18
+
+_COMMON = (
+    "extract(epoch FROM pg_postmaster_start_time())::float8 AS start_time,"
+    " current_setting('track_wal_io_timing')::bool AS track_wal_io_timing,"
+    " w.wal_records::float8 AS records, w.wal_fpi::float8 AS fpi,"
+    " w.wal_bytes::float8 AS wal_bytes, w.wal_buffers_full::float8 AS buffers_full"
+)
+SQL_BEFORE_18 = (
+    f"SELECT {_COMMON}, w.wal_write::float8 AS writes, w.wal_write_time AS write_time,"
+    " w.wal_sync::float8 AS syncs, w.wal_sync_time AS sync_time,"
+    " extract(epoch FROM w.stats_reset)::float8 AS stats_reset"
+    " FROM pg_stat_wal w"
+)
+SQL_18 = (
+    f"SELECT {_COMMON}, io.writes, io.write_time, io.syncs, io.sync_time, io.stats_reset"
+    " FROM pg_stat_wal w, (SELECT coalesce(sum(writes), 0)::float8 AS writes,"
+    " coalesce(sum(write_time), 0)::float8 AS write_time,"
+    " coalesce(sum(fsyncs), 0)::float8 AS syncs, coalesce(sum(fsync_time), 0)::float8 AS sync_time,"
+    " extract(epoch FROM max(stats_reset))::float8 AS stats_reset"
+    " FROM pg_stat_io WHERE object = 'wal' AND context = 'normal') io"
+)
+
+# Counter name (without _total), the column, its help text, its scale (times are in ms).
+COUNTERS = (
+    ("pg_stat_wal_records", "records", "WAL records generated.", 1.0),
+    ("pg_stat_wal_fpi", "fpi", "Full page images written to WAL.", 1.0),
+    ("pg_stat_wal_bytes", "wal_bytes", "WAL generated, in bytes.", 1.0),
+    (
+        "pg_stat_wal_buffers_full",
+        "buffers_full",
+        "WAL writes forced because wal_buffers was full.",
+        1.0,
+    ),
+    (
+        "pg_aio_wal_writes",
+        "writes",
+        "WAL buffer writes (PG 14-17 pg_stat_wal.wal_write; 18 pg_stat_io wal rows).",
+        1.0,
+    ),
+    (
+        "pg_aio_wal_write_time_seconds",
+        "write_time",
+        "Time spent writing WAL; needs track_wal_io_timing.",
+        0.001,
+    ),
+    (
+        "pg_aio_wal_syncs",
+        "syncs",
+        "WAL syncs to disk (PG 14-17 pg_stat_wal.wal_sync; 18 pg_stat_io wal rows).",
+        1.0,
+    ),
+    (
+        "pg_aio_wal_sync_time_seconds",
+        "sync_time",
+        "Time spent syncing WAL to disk; needs track_wal_io_timing.",
+        0.001,
+    ),
+)
+
+
+def wal_snapshot(rows: list[Row]) -> WalSnapshot | None:
+    """This poll's WAL counters, as the interval math takes them."""
+    if not rows:
+        return None
+    row = rows[0]
+    return WalSnapshot(
+        WalCounters(
+            writes=row["writes"],
+            write_time_ms=row["write_time"],
+            syncs=row["syncs"],
+            sync_time_ms=row["sync_time"],
+            records=row["records"],
+            fpi=row["fpi"],
+            wal_bytes=row["wal_bytes"],
+            buffers_full=row["buffers_full"],
+        ),
+        stats_reset=row["stats_reset"],
+        start_time=row["start_time"],
+        track_wal_io_timing=row["track_wal_io_timing"],
+    )
+
+
+class PgStatWalCollector:
+    name = "pg_stat_wal"
+    labels = ()
+    since = PG14
+
+    def __init__(self) -> None:
+        self._previous: WalSnapshot | None = None
+
+    def query(self, version_num: int) -> str | None:
+        if version_num < self.since:
+            return None
+        return SQL_18 if version_num >= PG18 else SQL_BEFORE_18
+
+    def collect(self, rows: list[Row], out: MetricSet) -> None:
+        snapshot = wal_snapshot(rows)
+        if snapshot is None:
+            return
+        for metric, column, doc, scale in COUNTERS:
+            out.counter(metric, doc, rows[0][column] * scale)
+        delta = wal_delta(self._previous, snapshot)
+        timing = self._previous is not None and self._previous.track_wal_io_timing
+        figures = (
+            None if delta is None else wal_figures(delta, timing and snapshot.track_wal_io_timing)
+        )
+        if figures is not None and figures.write_latency_seconds is not None:
+            out.gauge(
+                "pg_aio_wal_write_latency_seconds",
+                "Time per WAL write over the last poll interval; needs track_wal_io_timing.",
+                figures.write_latency_seconds,
+            )
+        if figures is not None and figures.sync_latency_seconds is not None:
+            out.gauge(
+                "pg_aio_wal_sync_latency_seconds",
+                "Time per WAL sync over the last poll interval (commits wait for it);"
+                " needs track_wal_io_timing.",
+                figures.sync_latency_seconds,
+            )
+        self._previous = snapshot

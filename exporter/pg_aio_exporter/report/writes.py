@@ -1,0 +1,492 @@
+"""The report's write side: what the window wrote (pg_stat_io's write operations, WAL from the
+pg_stat_wal collector, who wrote shared buffers, sessions waiting on writes), the findings the
+write alerts make, the write sentence of the storage verdict, and the `writes` blocks of the JSON
+document, its comparison and the text.
+
+Kept apart from the read side (summary.py, findings.py, ...) so that each changes alone; the
+figures come from the collectors' own interval math (collectors/intervals.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pg_aio_exporter.collectors.activity import CLIENT, IO_WORKER
+from pg_aio_exporter.collectors.intervals import (
+    WRITE_OPERATIONS,
+    WalCounters,
+    WriteCounters,
+)
+from pg_aio_exporter.report import units
+from pg_aio_exporter.report.findings import Context, Finding
+from pg_aio_exporter.report.summary import Activity, Summary
+from pg_aio_exporter.report.thresholds import WriteThresholds
+from pg_aio_exporter.report.written import Checkpoints, Writes
+
+
+def write_wait_sessions(activity: Activity, t: WriteThresholds) -> dict[str, float]:
+    """Average sessions (io workers aside) in each write wait: IO write events and the LWLock
+    queue behind a WAL flush, keyed type/event."""
+    out: dict[str, float] = {}
+    for key in activity.wait_samples:
+        backend_type, wait_type, wait = key
+        if backend_type == IO_WORKER:
+            continue
+        if (wait_type == "IO" and wait in t.write_wait_events) or (
+            wait_type == "LWLock" and wait in t.write_lock_events
+        ):
+            name = f"{wait_type}/{wait}"
+            out[name] = out.get(name, 0.0) + activity.sessions(key)
+    return out
+
+
+# --- findings ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """The write figures of a window, as the findings read them."""
+
+    writes: Writes
+    t: WriteThresholds
+    waits: dict[str, float]
+
+    @property
+    def waiting(self) -> float:
+        return sum(self.waits.values())
+
+    def sync_latency(self) -> float | None:
+        """Time per WAL sync when enough syncs were counted to judge it."""
+        wal, figures = self.writes.wal, self.writes.wal_figures()
+        if wal is None or figures is None or figures.sync_latency_seconds is None:
+            return None
+        if self.writes.wal_per_second(wal.syncs) < self.t.min_syncs_per_second:
+            return None
+        return figures.sync_latency_seconds
+
+    def write_per_byte(self) -> float | None:
+        write = self.writes.figures().get("write")
+        if write is None or self.writes.per_second(self.writes.total.writes) < (
+            self.t.min_write_ops_per_second
+        ):
+            return None
+        return write.seconds_per_byte
+
+
+def _judged(ctx: Context) -> _Judged | None:
+    writes, t = ctx.summary.writes, ctx.thresholds.writes
+    if writes is None or t is None:
+        return None
+    return _Judged(writes, t, write_wait_sessions(ctx.summary.activity, t))
+
+
+def _baseline_per_byte(ctx: Context) -> float | None:
+    base = ctx.baseline.writes if ctx.baseline is not None else None
+    if base is None:
+        return None
+    write = base.figures().get("write")
+    return None if write is None else write.seconds_per_byte
+
+
+def _checkpoint_advice(writes: Writes) -> str:
+    advice = (
+        "Spread the checkpointer's writes: checkpoint_completion_target = 0.9 and a max_wal_size"
+        " large enough that checkpoints come from checkpoint_timeout, not from WAL volume"
+        " (pg_stat_checkpointer.num_requested low). Write less WAL: wal_compression = lz4 (or"
+        " zstd) shrinks the full page images written after each checkpoint"
+    )
+    if writes.wal is not None and writes.wal.fpi > 0 and writes.wal.records > 0:
+        advice += (
+            f" ({units.percent(writes.wal.fpi / writes.wal.records)} of this window's WAL"
+            " records carried one)"
+        )
+    advice += "."
+    done = writes.checkpoints
+    if done is not None and done.requested > 0:
+        advice += (
+            f" {units.count(done.requested)} of the window's"
+            f" {units.count(done.requested + done.timed)} checkpoints were requested, not timed:"
+            " WAL reached max_wal_size (or a CHECKPOINT command ran); raise max_wal_size (e.g."
+            " ALTER SYSTEM SET max_wal_size = '8GB'; SELECT pg_reload_conf())."
+        )
+    if writes.wal is not None and writes.wal.buffers_full > 0:
+        advice += (
+            f" wal_buffers filled up {units.count(writes.wal.buffers_full)} times in the"
+            " window, forcing writes before commit: raise wal_buffers (e.g. 64MB; restart)."
+        )
+    return advice + (
+        " Then the volume: check its write IOPS and throughput limits (cloud volumes throttle),"
+        " other writers on it, or give WAL a volume of its own."
+    )
+
+
+def wal_sync_latency_high(ctx: Context, j: _Judged) -> Finding | None:
+    latency = j.sync_latency()
+    if latency is None or latency <= j.t.max_seconds_per_sync:
+        return None
+    wal = j.writes.wal
+    assert wal is not None
+    return Finding(
+        "wal_sync_latency_high",
+        ctx.severity("PgAioWalSyncLatencyHigh"),
+        f"WAL syncs take {units.ms(latency)} each, above {units.ms(j.t.max_seconds_per_sync)}:"
+        " every commit waits for one.",
+        {
+            "seconds_per_sync": latency,
+            "max_seconds_per_sync": j.t.max_seconds_per_sync,
+            "syncs_per_second": j.writes.wal_per_second(wal.syncs),
+            "wal_bytes_per_second": j.writes.wal_per_second(wal.wal_bytes),
+            "write_wait_sessions": j.waiting,
+        },
+        _checkpoint_advice(j.writes),
+    )
+
+
+def write_latency_regression(ctx: Context, j: _Judged) -> Finding | None:
+    now, before = j.write_per_byte(), _baseline_per_byte(ctx)
+    if now is None or before is None or before <= 0 or now / before <= j.t.regression_factor:
+        return None
+    return Finding(
+        "write_latency_regression",
+        ctx.severity("PgAioWriteLatencyRegression"),
+        f"Buffer writes take {units.ratio(now / before)} longer per byte than in the baseline:"
+        f" {units.per_mib(now)} against {units.per_mib(before)}.",
+        {
+            "seconds_per_byte": now,
+            "baseline_seconds_per_byte": before,
+            "ratio": now / before,
+            "factor": j.t.regression_factor,
+            "writes_per_second": j.writes.per_second(j.writes.total.writes),
+        },
+        "Writes land in the OS page cache: they slow down when the kernel throttles dirty"
+        " pages or the volume is saturated. " + _checkpoint_advice(j.writes),
+    )
+
+
+def _bgwriter_advice(writes: Writes) -> str:
+    done = writes.checkpoints
+    stopped = (
+        f"It stopped at bgwriter_lru_maxpages {units.count(done.maxwritten_clean)} times in the"
+        " window (maxwritten_clean). "
+        if done is not None and done.maxwritten_clean > 0
+        else ""
+    )
+    return (
+        stopped + "Let the background writer do more per round: bgwriter_lru_maxpages = 1000,"
+        " bgwriter_lru_multiplier = 4, a shorter bgwriter_delay (reload, no restart). A"
+        " shared_buffers too small for the working set makes every backend evict: raise it"
+        " (restart)."
+    )
+
+
+def backends_writing_buffers(ctx: Context, j: _Judged) -> Finding | None:
+    share = j.writes.backend_share()
+    by_type = j.writes.buffer_writes()
+    clients = j.writes.per_second(by_type.get(CLIENT, 0.0))
+    if share is None or share <= j.t.max_backend_share:
+        return None
+    if clients < j.t.min_backend_writes_per_second:
+        return None
+    return Finding(
+        "backends_writing_buffers",
+        ctx.severity("PgAioBackendsWritingBuffers"),
+        f"Client backends wrote {units.percent(share)} of the shared buffers written"
+        f" ({units.rate(clients)}/s): the background writer did not clean ahead of them.",
+        {
+            "backend_share": share,
+            "max_backend_share": j.t.max_backend_share,
+            "buffer_writes": [
+                {"backend_type": k, "per_second": j.writes.per_second(v)}
+                for k, v in sorted(by_type.items())
+            ],
+        },
+        _bgwriter_advice(j.writes),
+    )
+
+
+def storage_saturated_by_writes(ctx: Context, j: _Judged) -> Finding | None:
+    if not ctx.sampled or j.waiting <= j.t.min_write_wait_sessions:
+        return None
+    signals: list[str] = []
+    evidence: dict[str, Any] = {
+        "write_wait_sessions": j.waiting,
+        "min_write_wait_sessions": j.t.min_write_wait_sessions,
+        "write_waits": [
+            {"wait": name, "sessions": sessions}
+            for name, sessions in sorted(j.waits.items(), key=lambda kv: -kv[1])
+        ],
+    }
+    sync = j.sync_latency()
+    if sync is not None and sync > j.t.max_seconds_per_sync:
+        signals.append(f"WAL syncs take {units.ms(sync)} each")
+        evidence["seconds_per_sync"] = sync
+    now, before = j.write_per_byte(), _baseline_per_byte(ctx)
+    if now is not None and before and now / before > j.t.latency_factor:
+        signals.append(f"buffer writes take {units.ratio(now / before)} the baseline's per MiB")
+        evidence |= {"seconds_per_byte": now, "baseline_seconds_per_byte": before}
+    if not signals:
+        return None
+    top = max(j.waits, key=lambda name: j.waits[name])
+    return Finding(
+        "storage_saturated_by_writes",
+        ctx.severity("PgAioStorageSaturatedByWrites"),
+        f"Storage is saturated by writes: {units.sessions(j.waiting)} sessions wait on writes"
+        f" on average (most in {top}), and {' and '.join(signals)}.",
+        evidence,
+        _checkpoint_advice(j.writes),
+    )
+
+
+def track_wal_io_timing_off(ctx: Context, j: _Judged) -> Finding | None:
+    wal = j.writes.wal
+    if wal is None or j.writes.wal_timed or wal.syncs <= 0:
+        return None
+    return Finding(
+        "track_wal_io_timing_off",
+        "info",
+        "track_wal_io_timing was off during the window: PostgreSQL timed no WAL write or sync,"
+        f" so the {units.count(wal.syncs)} WAL syncs counted have no latency here.",
+        {"wal_syncs": wal.syncs, "wal_writes": wal.writes},
+        "ALTER SYSTEM SET track_wal_io_timing = on; SELECT pg_reload_conf(); (track_io_timing"
+        " does not time WAL). It reads the clock twice per WAL write and sync.",
+    )
+
+
+CHECKS = (
+    track_wal_io_timing_off,
+    storage_saturated_by_writes,
+    wal_sync_latency_high,
+    write_latency_regression,
+    backends_writing_buffers,
+)
+
+
+def write_findings(ctx: Context) -> list[Finding]:
+    """Every write finding the window's data supports; none when the write side was not
+    measured (no write counts, or thresholds without the write alerts)."""
+    j = _judged(ctx)
+    if j is None:
+        return []
+    return [f for check in CHECKS if (f := check(ctx, j)) is not None]
+
+
+def storage_sentence(ctx: Context, found: Mapping[str, Finding], read_side: str) -> str:
+    """The storage verdict with writes in it: `read_side` is what the reads alone say. When
+    writes saturate the volume they lead, and slow reads are put down to them."""
+    if "storage_saturated_by_writes" in found:
+        text = found["storage_saturated_by_writes"].summary
+        if "storage_saturated" in found or "read_latency_high" in found:
+            text += (
+                " Reads wait longer meanwhile, on the same volume: the writes are the cause, not"
+                " the reads."
+            )
+        return text
+    slow = [
+        found[i].summary
+        for i in ("wal_sync_latency_high", "write_latency_regression")
+        if i in found
+    ]
+    if slow:
+        return read_side + " Writes are slow: " + " ".join(slow)
+    return read_side
+
+
+# --- the JSON document and its comparison ------------------------------------------------------
+
+
+def _operations(writes: Writes) -> dict[str, Any]:
+    total, figures = writes.total, writes.figures()
+    out: dict[str, Any] = {}
+    for name, (count_field, bytes_field, _) in WRITE_OPERATIONS.items():
+        count = getattr(total, count_field)
+        iv = figures.get(name)
+        out[name] = {
+            "count": count,
+            "per_second": writes.per_second(count),
+            "bytes_per_second": (
+                writes.per_second(getattr(total, bytes_field)) if bytes_field else None
+            ),
+            "seconds_per_operation": iv.latency_seconds if iv else None,
+            "seconds_per_byte": iv.seconds_per_byte if iv else None,
+        }
+    return out
+
+
+def to_json(summary: Summary, activity_waits: Mapping[str, float] | None) -> dict[str, Any] | None:
+    """The document's `writes` block (counts kept, so a baseline reloads exactly)."""
+    writes = summary.writes
+    if writes is None:
+        return None
+    wal, wal_iv = writes.wal, writes.wal_figures()
+    return {
+        "counted_seconds": writes.seconds,
+        "track_io_timing_throughout": writes.timed,
+        "operations": _operations(writes),
+        "rows": [
+            {
+                "backend_type": key[0],
+                "object": key[1],
+                "context": key[2],
+                "counters": {
+                    f: getattr(writes.rows[key], f) for f in WriteCounters.__dataclass_fields__
+                },
+            }
+            for key in sorted(writes.rows)
+            if any(v > 0 for v in _values(writes.rows[key]))
+        ],
+        "buffer_writes_per_second_by_backend_type": {
+            k: writes.per_second(v) for k, v in sorted(writes.buffer_writes().items())
+        },
+        "backend_write_share": writes.backend_share(),
+        "wal": None
+        if wal is None
+        else {
+            "counted_seconds": writes.wal_seconds,
+            "track_wal_io_timing_throughout": writes.wal_timed,
+            "counters": {f: getattr(wal, f) for f in WalCounters.__dataclass_fields__},
+            "bytes_per_second": writes.wal_per_second(wal.wal_bytes),
+            "syncs_per_second": writes.wal_per_second(wal.syncs),
+            "seconds_per_write": wal_iv.write_latency_seconds if wal_iv else None,
+            "seconds_per_sync": wal_iv.sync_latency_seconds if wal_iv else None,
+        },
+        "write_wait_sessions": dict(activity_waits or {}),
+        "checkpoints": None
+        if writes.checkpoints is None
+        else {f: getattr(writes.checkpoints, f) for f in Checkpoints.__dataclass_fields__},
+    }
+
+
+def _values(counters: WriteCounters) -> list[float]:
+    return [getattr(counters, f) for f in WriteCounters.__dataclass_fields__]
+
+
+def from_json(block: Mapping[str, Any] | None) -> Writes | None:
+    """A saved `writes` block read back (None when the document has none: an older report)."""
+    if block is None:
+        return None
+    rows = {
+        (str(r["backend_type"]), str(r["object"]), str(r["context"])): WriteCounters(
+            **{k: float(v) for k, v in r["counters"].items()}
+        )
+        for r in block["rows"]
+    }
+    wal = block["wal"]
+    return Writes(
+        rows=rows,
+        seconds=float(block["counted_seconds"]),
+        timed=bool(block["track_io_timing_throughout"]),
+        wal=None
+        if wal is None
+        else WalCounters(**{k: float(v) for k, v in wal["counters"].items()}),
+        wal_seconds=0.0 if wal is None else float(wal["counted_seconds"]),
+        wal_timed=False if wal is None else bool(wal["track_wal_io_timing_throughout"]),
+        checkpoints=None
+        if block.get("checkpoints") is None
+        else Checkpoints(**{k: float(v) for k, v in block["checkpoints"].items()}),
+    )
+
+
+def figures(writes: Writes | None) -> dict[str, float | None]:
+    """The whole server's write figures by name, as the comparison shows them."""
+    if writes is None:
+        return dict.fromkeys(FIGURES)
+    ops = _operations(writes)
+    wal_iv = writes.wal_figures()
+    wal = writes.wal
+    return {
+        "write_seconds_per_byte": ops["write"]["seconds_per_byte"],
+        "write_seconds_per_operation": ops["write"]["seconds_per_operation"],
+        "write_bytes_per_second": ops["write"]["bytes_per_second"],
+        "extend_seconds_per_byte": ops["extend"]["seconds_per_byte"],
+        "fsync_seconds_per_operation": ops["fsync"]["seconds_per_operation"],
+        "wal_seconds_per_sync": wal_iv.sync_latency_seconds if wal_iv else None,
+        "wal_seconds_per_write": wal_iv.write_latency_seconds if wal_iv else None,
+        "wal_bytes_per_second": writes.wal_per_second(wal.wal_bytes) if wal else None,
+        "backend_write_share": writes.backend_share(),
+    }
+
+
+FIGURES = (
+    "write_seconds_per_byte",
+    "write_seconds_per_operation",
+    "write_bytes_per_second",
+    "extend_seconds_per_byte",
+    "fsync_seconds_per_operation",
+    "wal_seconds_per_sync",
+    "wal_seconds_per_write",
+    "wal_bytes_per_second",
+    "backend_write_share",
+)
+
+
+def comparison(before: Summary, after: Summary) -> dict[str, dict[str, float | None]]:
+    """The whole server's write figures before and after, with after / before."""
+    then, now = figures(before.writes), figures(after.writes)
+    out: dict[str, dict[str, float | None]] = {}
+    for name in FIGURES:
+        b, a = then[name], now[name]
+        out[name] = {"before": b, "after": a, "ratio": a / b if a is not None and b else None}
+    return out
+
+
+# --- text --------------------------------------------------------------------------------------
+
+
+def _mib_per_second(value: float | None) -> str:
+    return f"{units.mib(value)}/s" if value is not None else units.NONE
+
+
+SHOW = {
+    "write_seconds_per_byte": ("write time per MiB", units.per_mib),
+    "write_seconds_per_operation": ("time per write", units.ms),
+    "write_bytes_per_second": ("write throughput", _mib_per_second),
+    "extend_seconds_per_byte": ("extend time per MiB", units.per_mib),
+    "fsync_seconds_per_operation": ("time per data fsync", units.ms),
+    "wal_seconds_per_sync": ("time per WAL sync", units.ms),
+    "wal_seconds_per_write": ("time per WAL write", units.ms),
+    "wal_bytes_per_second": ("WAL throughput", _mib_per_second),
+    "backend_write_share": ("client share of writes", units.fraction),
+}
+
+
+def text_lines(summary: Summary, t: WriteThresholds | None, indent: str) -> list[str]:
+    """The report's Writes section (empty when the write side was not measured)."""
+    writes = summary.writes
+    if writes is None:
+        return []
+    out = [
+        f"{indent}{label}: {show(value)}"
+        for name, value in figures(writes).items()
+        for label, show in [SHOW[name]]
+    ]
+    by_type = writes.buffer_writes()
+    if by_type:
+        out.append(
+            f"{indent}shared buffers written/s by: "
+            + ", ".join(
+                f"{k} {units.rate(writes.per_second(v))}" for k, v in sorted(by_type.items())
+            )
+        )
+    if t is not None and summary.activity.samples:
+        waits = write_wait_sessions(summary.activity, t)
+        shown = ", ".join(
+            f"{k} {units.sessions(v)}" for k, v in sorted(waits.items(), key=lambda kv: -kv[1])
+        )
+        out.append(
+            f"{indent}sessions waiting on writes: {units.sessions(sum(waits.values()))}"
+            + (f" ({shown})" if shown else "")
+        )
+    return out
+
+
+def comparison_lines(before: Summary, after: Summary, indent: str) -> list[str]:
+    out = []
+    for name, change in comparison(before, after).items():
+        label, show = SHOW[name]
+        out.append(
+            f"{indent}{label:<24} {show(change['before']):>14} {show(change['after']):>14}"
+            f" {units.ratio(change['ratio']):>8}"
+        )
+    return out

@@ -1,0 +1,255 @@
+"""The report's write side on fixed inputs (report/writes.py): each write finding shown firing
+and staying quiet at its threshold, the storage verdict naming writes (and putting slow reads
+down to them), the window's write and WAL sums, the JSON block read back, and the comparison.
+Expected values are worked out by hand in each test."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import jsonschema
+import pytest
+
+from pg_aio_exporter.collectors.intervals import (
+    WalCounters,
+    WalSnapshot,
+    WalWindow,
+    WriteCounters,
+)
+from pg_aio_exporter.report import document, text
+from pg_aio_exporter.report.findings import Finding
+from pg_aio_exporter.report.outcome import judge
+from pg_aio_exporter.report.summary import Summary
+from pg_aio_exporter.report.thresholds import WriteThresholds, load
+from pg_aio_exporter.report.written import Checkpoints, Writes
+from test_report_unit import KB, MS, activity, reads, summary
+from test_report_unit import T as READ_T
+
+pytestmark = pytest.mark.unit
+
+# The shipped write thresholds at the time of writing, spelled out (tests/test_report_alerts_
+# agree.py reads the real file for the read side; this one is checked against it below).
+WT = WriteThresholds(
+    max_seconds_per_sync=0.005,
+    min_syncs_per_second=1,
+    regression_factor=3,
+    min_write_ops_per_second=10,
+    max_backend_share=0.5,
+    min_backend_writes_per_second=10,
+    write_wait_events=frozenset({"WalSync", "WalWrite", "DataFileWrite", "DataFileExtend"}),
+    write_lock_events=frozenset({"WALWrite"}),
+    min_write_wait_sessions=1,
+    latency_factor=2,
+)
+T = replace(
+    READ_T,
+    writes=WT,
+    severities={
+        **READ_T.severities,
+        "PgAioWalSyncLatencyHigh": "warning",
+        "PgAioWriteLatencyRegression": "warning",
+        "PgAioBackendsWritingBuffers": "warning",
+        "PgAioStorageSaturatedByWrites": "warning",
+    },
+)
+CHECKPOINTER = ("checkpointer", "relation", "normal")
+CLIENT = ("client backend", "relation", "normal")
+BULKWRITE = ("client backend", "relation", "bulkwrite")
+WAL_SYNC = ("client backend", "IO", "WalSync")
+WAL_QUEUE = ("client backend", "LWLock", "WALWrite")
+READ_WAIT = ("client backend", "IO", "DataFileRead")
+
+
+def written(ms_each: float = 0.1, count: float = 2000, size: float = 8 * KB) -> WriteCounters:
+    return WriteCounters(writes=count, write_bytes=count * size, write_time_ms=count * ms_each)
+
+
+def wal(syncs: float = 1000, ms_each: float = 1.0, **more: float) -> WalCounters:
+    return WalCounters(syncs=syncs, sync_time_ms=syncs * ms_each, **more)
+
+
+def window(
+    rows: dict[Any, WriteCounters] | None = None, w: WalCounters | None = None, **more: Any
+) -> Writes:
+    """100 s of writes; by default the checkpointer's 20 writes/s at 0.1 ms and 10 WAL syncs/s
+    at 1 ms."""
+    return Writes(
+        rows=rows if rows is not None else {CHECKPOINTER: written()},
+        seconds=100.0,
+        timed=True,
+        wal=w if w is not None else wal(),
+        wal_seconds=100.0,
+        wal_timed=True,
+        **more,
+    )
+
+
+def judged(s: Summary, baseline: Summary | None = None) -> dict[str, Finding]:
+    return {f.id: f for f in judge(s, T, baseline).findings}
+
+
+def test_the_spelled_out_thresholds_are_the_shipped_ones():
+    shipped = load().writes
+    assert shipped is not None
+    assert replace(shipped, write_wait_events=WT.write_wait_events) == WT
+    assert WT.write_wait_events <= shipped.write_wait_events
+
+
+def test_healthy_writes_find_nothing_and_the_verdict_names_no_write():
+    s = summary(act=activity(waits={WAL_SYNC: 10}), writes=window())
+    assert not {"wal_sync_latency_high", "storage_saturated_by_writes"} & set(judged(s))
+    verdict = judge(s, T).verdict.storage
+    assert "write" not in verdict.lower(), verdict
+
+
+def test_wal_sync_latency_fires_above_5ms_and_needs_one_sync_a_second():
+    slow = summary(writes=window(w=wal(ms_each=6.0)))
+    finding = judged(slow)["wal_sync_latency_high"]
+    assert finding.evidence["seconds_per_sync"] == pytest.approx(6 * MS)
+    assert finding.evidence["syncs_per_second"] == pytest.approx(10)
+    assert "max_wal_size" in finding.advice and "wal_compression" in finding.advice
+    assert "wal_sync_latency_high" not in judged(summary(writes=window(w=wal(ms_each=5.0))))
+    # 99 syncs in 100 s: below one a second, not judged
+    assert "wal_sync_latency_high" not in judged(summary(writes=window(w=wal(99, 50.0))))
+    # no timing (track_wal_io_timing off): no figure, no finding
+    untimed = replace(window(w=wal(ms_each=50.0)), wal_timed=False)
+    assert "wal_sync_latency_high" not in judged(summary(writes=untimed))
+
+
+def test_wal_buffers_advice_only_when_wal_buffers_filled_up():
+    plain = judged(summary(writes=window(w=wal(ms_each=9.0))))["wal_sync_latency_high"]
+    assert "wal_buffers" not in plain.advice
+    full = judged(summary(writes=window(w=wal(ms_each=9.0, buffers_full=40))))
+    assert "raise wal_buffers" in full["wal_sync_latency_high"].advice
+
+
+def test_storage_saturated_by_writes_names_writes_in_the_verdict():
+    # One session syncing WAL, 2.5 queueing behind it, at 20 ms per sync.
+    waits = {WAL_SYNC: 100, WAL_QUEUE: 250}
+    s = summary(act=activity(waits=waits), writes=window(w=wal(ms_each=20.0)))
+    found = judged(s)
+    finding = found["storage_saturated_by_writes"]
+    assert finding.evidence["write_wait_sessions"] == pytest.approx(3.5)
+    assert "LWLock/WALWrite" in finding.summary
+    verdict = judge(s, T).verdict.storage
+    assert verdict.startswith("Storage is saturated by writes"), verdict
+    # at 1 session waiting: not saturated, only slow syncs
+    one = summary(act=activity(waits={WAL_SYNC: 100}), writes=window(w=wal(ms_each=20.0)))
+    assert "storage_saturated_by_writes" not in judged(one)
+    assert "Writes are slow" in judge(one, T).verdict.storage
+
+
+def test_slow_reads_during_a_write_burst_are_put_down_to_the_writes():
+    # Reads at 8 ms each (above the 5.06 ms limit for 8 kB) while 3 sessions wait on writes.
+    rows = {("client backend", "relation", "normal"): reads(2000, 8 * KB, 8.0)}
+    waits = {WAL_SYNC: 100, WAL_QUEUE: 200, READ_WAIT: 50}
+    s = summary(rows, act=activity(waits=waits), writes=window(w=wal(ms_each=20.0)))
+    found = judged(s)
+    assert {"read_latency_high", "storage_saturated_by_writes"} <= set(found)
+    verdict = judge(s, T).verdict.storage
+    assert "the writes are the cause" in verdict, verdict
+
+
+def test_write_latency_regression_against_the_baseline_per_byte():
+    before = summary(writes=window())
+    after = summary(writes=window({CHECKPOINTER: written(ms_each=0.31)}))
+    finding = judged(after, before)["write_latency_regression"]
+    assert finding.evidence["ratio"] == pytest.approx(3.1)
+    at_factor = summary(writes=window({CHECKPOINTER: written(ms_each=0.3)}))
+    assert "write_latency_regression" not in judged(at_factor, before)
+    # 999 writes in 100 s: below 10/s, not judged
+    few = summary(writes=window({CHECKPOINTER: written(ms_each=1.0, count=999)}))
+    assert "write_latency_regression" not in judged(few, before)
+
+
+def test_backends_writing_buffers_counts_shared_buffers_only():
+    # Clients 3000 of 5000 buffer writes (60%), 30/s; their bulk load's ring writes do not count.
+    rows = {CHECKPOINTER: written(), CLIENT: written(count=3000), BULKWRITE: written(count=9e5)}
+    finding = judged(summary(writes=window(rows)))["backends_writing_buffers"]
+    assert finding.evidence["backend_share"] == pytest.approx(0.6)
+    assert "bgwriter_lru_maxpages" in finding.advice
+    half = {CHECKPOINTER: written(), CLIENT: written(count=2000), BULKWRITE: written(count=9e5)}
+    assert "backends_writing_buffers" not in judged(summary(writes=window(half)))
+    # 60% but 9.99 writes/s: not judged
+    few = {CHECKPOINTER: written(count=666), CLIENT: written(count=999)}
+    assert "backends_writing_buffers" not in judged(summary(writes=window(few)))
+
+
+def test_wal_window_sums_intervals_and_skips_resets():
+    w = WalWindow()
+    w.observe(WalSnapshot(wal(10, 1.0), 1.0, 5.0, True), at=0)
+    w.observe(WalSnapshot(wal(30, 1.0), 1.0, 5.0, True), at=10)
+    w.observe(WalSnapshot(wal(5, 1.0), 2.0, 5.0, True), at=20)  # reset: not counted
+    w.observe(WalSnapshot(wal(15, 1.0), 2.0, 5.0, True), at=30)
+    assert w.counters.syncs == 30 and w.seconds == 20
+    assert w.timed
+
+
+def test_json_block_validates_reloads_and_compares():
+    rows = {CHECKPOINTER: written(), CLIENT: written(count=500)}
+    before = summary(writes=window(rows, w=wal(records=100, fpi=20, wal_bytes=1e6)))
+    after = summary(writes=window(rows, w=wal(ms_each=4.0, records=100, fpi=20, wal_bytes=2e6)))
+    report = judge(after, T, before)
+    doc = json.loads(document.dumps(report, T))
+    jsonschema.validate(doc, json.loads(document.SCHEMA_FILE.read_text()))
+    assert doc["writes"]["wal"]["seconds_per_sync"] == pytest.approx(4 * MS)
+    assert doc["writes"]["backend_write_share"] == pytest.approx(0.2)
+    change = doc["comparison"]["writes"]["wal_seconds_per_sync"]
+    assert change == {"before": pytest.approx(MS), "after": pytest.approx(4 * MS), "ratio": 4.0}
+    assert doc["comparison"]["writes"]["wal_bytes_per_second"]["ratio"] == pytest.approx(2)
+    reloaded = document.from_json(doc)
+    assert reloaded.writes == after.writes
+    rendered = text.render(report, T)
+    assert "time per WAL sync" in rendered and "writes, whole server" in rendered
+    assert max(map(len, rendered.splitlines())) <= text.WIDTH
+
+
+def test_a_report_without_writes_reloads_without_them():
+    doc = json.loads(document.dumps(judge(summary(), T), T))
+    assert doc["writes"] is None
+    del doc["writes"]  # a report made before the write side
+
+
+def test_wal_timing_off_is_said_once_and_judges_nothing():
+    untimed = replace(window(w=wal(ms_each=50.0)), wal_timed=False)
+    found = judged(summary(writes=untimed))
+    assert found["track_wal_io_timing_off"].severity == "info"
+    assert not {"wal_sync_latency_high", "storage_saturated_by_writes"} & set(found)
+    assert "track_wal_io_timing_off" not in judged(summary(writes=window()))
+
+
+def test_checkpoint_and_bgwriter_counts_in_the_advice():
+    requested = Checkpoints(
+        timed=1, requested=3, buffers_written=1e4, buffers_clean=0, maxwritten_clean=7
+    )
+    slow = replace(window(w=wal(ms_each=9.0)), checkpoints=requested)
+    advice = judged(summary(writes=slow))["wal_sync_latency_high"].advice
+    assert "3 of the window's 4 checkpoints were requested" in advice
+    assert "max_wal_size" in advice
+    rows = {CHECKPOINTER: written(), CLIENT: written(count=3000)}
+    busy = replace(window(rows), checkpoints=requested)
+    advice = judged(summary(writes=busy))["backends_writing_buffers"].advice
+    assert advice.startswith("It stopped at bgwriter_lru_maxpages 7 times")
+    plain = judged(summary(writes=window(w=wal(ms_each=9.0))))["wal_sync_latency_high"].advice
+    assert "were requested" not in plain
+    # the counts survive the JSON
+    doc = json.loads(document.dumps(judge(summary(writes=busy), T), T))
+    jsonschema.validate(doc, json.loads(document.SCHEMA_FILE.read_text()))
+    assert document.from_json(doc).writes == busy
+
+
+def test_checkpoint_counts_across_a_restart_or_reset_are_none():
+    first = {
+        "timed": 1,
+        "requested": 1,
+        "buffers_written": 10,
+        "buffers_clean": 0,
+        "maxwritten_clean": 0,
+        "start_time": 5.0,
+    }
+    later = {**first, "requested": 4, "buffers_written": 50}
+    assert Checkpoints.between(first, later) == Checkpoints(0, 3, 40, 0, 0)
+    assert Checkpoints.between(first, {**later, "start_time": 6.0}) is None
+    assert Checkpoints.between(later, first) is None

@@ -1,0 +1,384 @@
+"""The write side against real servers and a real write load (issue 23).
+
+WAL write and sync figures carry the same names on PostgreSQL 16, 17 (pg_stat_wal) and 18
+(pg_stat_io's wal rows), and so do the checkpointer's (pg_stat_bgwriter before 17,
+pg_stat_checkpointer since): each checked on a real server against the commits and the
+checkpoint a client made.
+
+End to end on 18: pgbench's own TPC-B-like script (after pgbench -i) writes and commits, the
+write-delay shim (tests/shim/slowwrite.c) slows every fsync/fdatasync below the system call,
+the exporter and a real Prometheus run the shipped rules (short windows, tests/alertstack.py).
+A read-only run (pgbench -S) names no write problem; under a healthy write load no alert is even
+pending; with syncs slowed the WAL sync and write-saturation alerts fire, the report's storage
+verdict names writes, and its time per WAL sync is checked against pgbench's own stopwatch; with
+syncs fast again the alerts resolve. A bulk COPY/INSERT load is checked for its extends and WAL.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from alert_rules import load_generator
+from alertstack import SHORT, WINDOW, Stack, alert_stack, short_rules
+from dashboard_stack import dq
+from harness import Exporter, Samples, labels, wait_for
+from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir
+from pgbins import bin_dir
+from slowwrite import SlowWrites
+from test_alerts_e2e_io_uring import every_value
+
+pytestmark = pytest.mark.integration
+
+WRITE_SETTINGS = {
+    "fsync": "on",  # the suite's servers run with fsync off; here syncs are the point
+    "track_io_timing": "on",
+    "track_wal_io_timing": "on",
+    # pgbench's scale 2 (~30 MB) fits: client backends need not evict dirty buffers, so
+    # PgAioBackendsWritingBuffers has no cause to fire.
+    "shared_buffers": "128MB",
+}
+SYNC_DELAY_US = 50_000  # commits then wait mostly on WAL: >1 session in write waits with margin
+WRITE_ALERTS = {"PgAioWalSyncLatencyHigh", "PgAioStorageSaturatedByWrites"}
+QUIET_SECONDS = 20
+REPORT_ARGS = ("--duration", "10s", "--format", "json")
+# The short rules of the read e2e with the write alerts' `for` shrunk alike.
+WRITE_SHORT: dict[str, Any] = {
+    **SHORT,
+    "alerts": {
+        **SHORT["alerts"],
+        "PgAioWalSyncLatencyHigh": {"for": "5s"},
+        "PgAioStorageSaturatedByWrites": {"for": "5s"},
+        "PgAioWriteLatencyRegression": {"for": "5s"},
+        "PgAioBackendsWritingBuffers": {"for": "5s"},
+    },
+}
+
+
+def pgbench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(embedded_bin_dir() / "pgbench"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+
+
+@dataclass
+class Run:
+    tps: float
+    latency_ms: float
+
+
+def parse_pgbench(output: str) -> Run:
+    tps = re.search(r"^tps = ([\d.]+)", output, re.MULTILINE)
+    latency = re.search(r"^latency average = ([\d.]+) ms", output, re.MULTILINE)
+    assert tps and latency, output
+    return Run(float(tps.group(1)), float(latency.group(1)))
+
+
+@dataclass
+class Bench:
+    """pgbench (4 clients, closed loop) in back-to-back 3 s runs on a thread, each run's
+    figures kept under the phase that was current when it started."""
+
+    dsn: str
+    script: tuple[str, ...] = ()  # () = the built-in TPC-B-like script; ("-S",) = select only
+    phase: str = "start"
+    runs: dict[str, list[Run]] = field(default_factory=dict)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> Bench:
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join(30)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            phase = self.phase
+            out = pgbench("-c", "4", "-T", "3", *self.script, self.dsn).stdout
+            self.runs.setdefault(phase, []).append(parse_pgbench(out))
+
+    def median(self, phase: str) -> Run:
+        runs = sorted(self.runs.get(phase, []), key=lambda r: r.latency_ms)
+        assert runs, f"no pgbench run in phase {phase}: {self.runs}"
+        return runs[len(runs) // 2]
+
+
+def report(dsn: str) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, "-m", "pg_aio_exporter", "report", "--dsn", dsn, *REPORT_ARGS],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode in (0, 1), result.stderr
+    doc: dict[str, Any] = json.loads(result.stdout)
+    return doc
+
+
+WRITE_FINDINGS = {
+    "wal_sync_latency_high",
+    "write_latency_regression",
+    "backends_writing_buffers",
+    "storage_saturated_by_writes",
+}
+
+
+@dataclass
+class WriteServer:
+    server: LocalServer
+    slow: SlowWrites
+
+
+@pytest.fixture(scope="module")
+def write18() -> Iterator[WriteServer]:
+    server = LocalServer.create(settings=WRITE_SETTINGS)
+    try:
+        slow = SlowWrites(server)
+        server.start()
+        pgbench("-i", "-s", "2", "-q", server.dsn())
+        yield WriteServer(server, slow)
+    finally:
+        server.destroy()
+
+
+# -- WAL and checkpoints under one set of names on 16, 17 and 18 --------------------------------
+
+COMMITS = 30
+
+
+def wal_figures(dsn: str) -> tuple[Samples, Samples, Samples]:
+    """The exporter's metrics before COMMITS single-row commits (each syncs WAL) and a
+    CHECKPOINT, the first
+    scrape whose poll interval held them (the interval gauges), and a later one."""
+    exporter = Exporter("--dsn", dsn, "--poll-interval", "1s", "--sample-interval", "0")
+    try:
+        before = exporter.wait_poll(time.time())
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS committed (n int)")
+            for n in range(COMMITS):
+                conn.execute("INSERT INTO committed VALUES (%s)", (n,))
+            conn.execute("CHECKPOINT")  # a requested checkpoint writes the dirty buffers
+        # The gauges cover one poll interval, the one in which the commits were counted:
+        # scraped often enough to see it.
+        during = wait_for(
+            lambda: (m := exporter.scrape()).get("pg_aio_wal_sync_latency_seconds") and m,
+            15,
+            "WAL interval gauges after the commits",
+            every=0.2,
+        )
+        time.sleep(1.1)  # the backend reports its I/O when idle, at most once a second
+        after = exporter.wait_poll(time.time())
+        return before, during, after
+    finally:
+        exporter.stop()
+
+
+@pytest.mark.parametrize("major", ["16", "17", "18"])
+def test_wal_and_checkpoints_have_the_same_names_on_every_version(
+    major: str, write18: WriteServer, tmp_path: Path
+) -> None:
+    server = None
+    if major == "18":
+        dsn = write18.server.dsn()
+    else:
+        server = LocalServer.create(bin_dir(major), settings=WRITE_SETTINGS)
+        server.start()
+        dsn = server.dsn()
+    try:
+        before, during, after = wal_figures(dsn)
+    finally:
+        if server is not None:
+            server.destroy()
+    me = labels(target="default")
+
+    def grew(name: str) -> float:
+        return after[name][me] - before[name][me]
+
+    assert grew("pg_aio_wal_syncs_total") >= COMMITS
+    assert grew("pg_aio_wal_writes_total") >= COMMITS
+    assert grew("pg_aio_wal_sync_time_seconds_total") > 0, "track_wal_io_timing is on"
+    assert grew("pg_stat_wal_bytes_total") > 0
+    assert grew("pg_aio_checkpoints_requested_total") >= 1
+    assert grew("pg_aio_checkpoint_buffers_written_total") > 0
+    assert during["pg_aio_wal_sync_latency_seconds"][me] > 0
+    assert during["pg_aio_wal_write_latency_seconds"][me] > 0
+
+
+# -- end to end on 18 ----------------------------------------------------------------------------
+
+
+# The overview dashboard's write row (dashboards/generate.py write_panels).
+WRITE_PANELS = {
+    "Write time per MiB",
+    "Write time per operation",
+    "WAL write and sync time",
+    "Who writes shared buffers",
+    "Sessions waiting on writes",
+}
+OVERVIEW = Path(__file__).resolve().parent.parent / "dashboards" / "pg-aio-overview.json"
+
+
+def empty_write_panels(stack: Stack) -> list[str]:
+    """The write row's queries that return nothing, run as Grafana would (every variable at
+    All, 1 s scrapes) against the stack's Prometheus."""
+    board = json.loads(OVERVIEW.read_text())
+    chosen = every_value(board)
+    queries = [q for q in dq.queries(board) if q.kind == "panel" and q.title in WRITE_PANELS]
+    assert {q.title for q in queries} == WRITE_PANELS
+    return [q.where for q in queries if not stack.prometheus.query(dq.substitute(q.expr, chosen))]
+
+
+def unrecorded(stack: Stack, rules_dir: Path) -> list[str]:
+    """The write side's recording rules (alert window) that record nothing."""
+    generator = load_generator()
+    params = generator.load_params([rules_dir / "short.yaml"])
+    names = [r.name for r in generator.write_rules(params, WINDOW)]
+    return [name for name in names if not stack.prometheus.query(name)]
+
+
+def write_alerts(stack: Stack) -> dict[str, Any]:
+    """Every alert of the write side in any state, and the read side's storage alerts."""
+    return {a["labels"]["alertname"]: a for a in stack.prometheus.alerts()}
+
+
+def test_slow_syncs_fire_the_write_alerts_and_the_report_names_writes(
+    write18: WriteServer, tmp_path: Path
+) -> None:
+    started = time.monotonic()
+    server, slow = write18.server, write18.slow
+    dsn = server.dsn()
+    # A read-only run on the same server: no write problem named.
+    with Bench(dsn, ("-S",), phase="read-only"):
+        read_only = report(dsn)
+    assert not WRITE_FINDINGS & {f["id"] for f in read_only["findings"]}, read_only["findings"]
+    assert "write" not in read_only["verdict"]["storage"].lower(), read_only["verdict"]
+
+    rules = short_rules(tmp_path, WRITE_SHORT)
+    with alert_stack(server, rules) as stack, Bench(dsn, phase="fast") as bench:
+        # The quiet phase proves something only once the alert's inputs exist.
+        wait_for(
+            lambda: (
+                stack.value(f"pg_aio_target:wal_syncs_per_second:rate{WINDOW} >= 1")
+                and stack.value(f"pg_aio_target:wal_sync_latency_seconds:rate{WINDOW}") is not None
+            ),
+            60,
+            "WAL sync figures under the write load",
+            every=0.5,
+        )
+        deadline = time.monotonic() + QUIET_SECONDS
+        while time.monotonic() < deadline:
+            alerts = stack.prometheus.alerts()
+            assert alerts == [], f"alert under a healthy write load: {alerts}"
+            time.sleep(1)
+        fast_sync = stack.value(f"pg_aio_target:wal_sync_latency_seconds:rate{WINDOW}")
+
+        slow.set_delay(SYNC_DELAY_US)
+        bench.phase = "slow"
+        slow_since = time.monotonic()
+        slowed = report(dsn)
+        fired_after: dict[str, float] = {}
+
+        def all_fired() -> bool:
+            firing = {n for n, a in write_alerts(stack).items() if a["state"] == "firing"}
+            for name in firing & WRITE_ALERTS:
+                fired_after.setdefault(name, round(time.monotonic() - slow_since, 1))
+            assert firing <= WRITE_ALERTS, f"unexpected alerts: {firing - WRITE_ALERTS}"
+            return fired_after.keys() >= WRITE_ALERTS
+
+        wait_for(all_fired, 90, f"alerts {sorted(WRITE_ALERTS)}", every=1)
+        slow_sync = stack.value(f"pg_aio_target:wal_sync_latency_seconds:rate{WINDOW}")
+        # A checkpoint: the checkpointer's buffer writes, writebacks and (slowed) fsyncs.
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+        deadline = time.monotonic() + 30
+        while (empty := empty_write_panels(stack) + unrecorded(stack, tmp_path)) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(1)
+        assert empty == [], f"write row queries or write rules without data: {empty}"
+        saturated = write_alerts(stack)["PgAioStorageSaturatedByWrites"]
+        assert saturated["labels"]["signal"] == "wal_sync"
+
+        slow.set_delay(0)
+        bench.phase = "fast again"
+        fast_since = time.monotonic()
+        wait_for(
+            lambda: (
+                not {n for n, a in write_alerts(stack).items() if a["state"] == "firing"}
+                & WRITE_ALERTS
+            ),
+            90,
+            "the write alerts to resolve",
+            every=1,
+        )
+        resolved_after = round(time.monotonic() - fast_since, 1)
+    fast, slowed_run = bench.median("fast"), bench.median("slow")
+    print(
+        f"\nWAL sync fast {fast_sync} s, slow {slow_sync} s; pgbench fast {fast}, slow"
+        f" {slowed_run}; fired after {fired_after}, resolved after {resolved_after} s; took"
+        f" {time.monotonic() - started:.0f} s; sessions in write waits"
+        f" {slowed['writes']['write_wait_sessions']}"
+    )
+
+    # The report over the slow window: storage saturated by writes, WAL syncs slow.
+    ids = {f["id"] for f in slowed["findings"]}
+    assert {"wal_sync_latency_high", "storage_saturated_by_writes"} <= ids, slowed["findings"]
+    assert slowed["verdict"]["storage"].startswith("Storage is saturated by writes")
+    # Judged by the client's stopwatch: a sync waits the shim's delay (each process picks the
+    # new delay up within 100 ms, so the window's first syncs may be fast: 0.8x), and a
+    # transaction waits for its commit's sync, so pgbench's latency is no shorter than a sync.
+    per_sync = slowed["writes"]["wal"]["seconds_per_sync"]
+    assert 0.8 * SYNC_DELAY_US / 1e6 <= per_sync <= slowed_run.latency_ms / 1000
+    assert slowed_run.latency_ms > 2 * fast.latency_ms
+
+
+def test_bulk_load_extends_and_writes_wal(write18: WriteServer) -> None:
+    """COPY and INSERT ... SELECT into a new table: relation extension and WAL, in the report's
+    writes block and the exporter's extend gauges."""
+    dsn = write18.server.dsn()
+    exporter = Exporter("--dsn", dsn, "--poll-interval", "1s", "--sample-interval", "0")
+    try:
+        since = time.time()
+        exporter.wait_poll(since)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("DROP TABLE IF EXISTS bulk")
+            conn.execute("CREATE TABLE bulk (n int, pad text)")
+            with conn.cursor().copy("COPY bulk FROM STDIN") as copy:
+                for n in range(50_000):
+                    copy.write_row((n, "x" * 100))
+            conn.execute("INSERT INTO bulk SELECT n, pad FROM bulk")
+        # The gauges cover one poll interval, the one in which the backend reported its I/O
+        # (when it went idle): scraped often enough to see it.
+        after = wait_for(
+            lambda: (m := exporter.scrape()).get("pg_aio_extend_latency_seconds") and m,
+            15,
+            "extend gauges after the bulk load",
+            every=0.2,
+        )
+    finally:
+        exporter.stop()
+    extends = after["pg_aio_extend_latency_seconds"]
+    client = [v for k, v in extends.items() if dict(k)["backend_type"] == "client backend"]
+    assert client and all(v > 0 for v in client), extends
+    assert after["pg_aio_extend_seconds_per_byte"]
