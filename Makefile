@@ -59,7 +59,7 @@ io-uring-server: $(STAMP)
 
 # The suite's files spread over parallel workers, one file to a worker (its servers and
 # stacks are the file's own): most of a file's time is spent waiting for Prometheus windows,
-# pgbench runs and reports, which overlap. Measured in README "Tests".
+# pgbench runs and reports, which overlap. The measured time is in README (Quick start).
 PYTEST_PARALLEL := -n 3 --dist loadfile
 
 # Each step timed (wall, CPU, the host's steal) by scripts/phases.py, a table at the end.

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+import contract
 from harness import Exporter
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import Workload
@@ -40,7 +41,9 @@ SAMPLER = {"pg_aio_sampler_samples_total"}
 # pg_stat_io's per-interval gauges exist only for an interval whose reads reached pg_stat_io in
 # time (a backend reports them when its transaction ends or it goes idle): checked for absence
 # only, their presence depends on timing.
-INTERVAL_GAUGES = {"pg_aio_read_size_bytes", "pg_aio_hit_ratio", "pg_aio_read_latency_seconds"}
+# Present only when the poll interval saw reads (and read time for the latencies): all four,
+# from the contract (pg_aio_read_seconds_per_byte was missing here and failed CI once).
+INTERVAL_GAUGES = set(contract.INTERVALS)
 ALWAYS = {"pg_up", "pg_aio_exporter_build_info"}
 
 
