@@ -62,10 +62,16 @@ _ROW = re.compile(r"^\|(?P<names>[^|]*)\|(?P<meaning>[^|]*)")
 _NAME = re.compile(r"`(pg_[a-z0-9_]+)")
 
 
+# The sections of docs/metrics.md whose series the exporter counts itself: they never go back
+# while it runs. The others copy PostgreSQL's counters, which a reset or a crash sets back.
+OWN_SECTIONS = ("Sampler", "Exporter self-metrics")
+
+
 @dataclass(frozen=True)
 class Metric:
     name: str
     kind: str  # counter, histogram, or gauge (anything else: info, state set, untyped)
+    section: str = ""  # the heading of docs/metrics.md it is listed under
 
     @property
     def group(self) -> str:
@@ -75,15 +81,27 @@ class Metric:
 def metrics(doc: Path = DOC) -> list[Metric]:
     """Every metric docs/metrics.md lists in a table, in the order listed."""
     found: dict[str, Metric] = {}
+    section = ""
     for line in doc.read_text().splitlines():
+        if line.startswith("## "):
+            section = line[3:].strip()
         row = _ROW.match(line)
         if row is None:
             continue
         histogram = row["meaning"].strip().startswith("histogram")
         for name in _NAME.findall(row["names"]):
             kind = "counter" if name.endswith("_total") else "histogram" if histogram else "gauge"
-            found.setdefault(name, Metric(name, kind))
+            found.setdefault(name, Metric(name, kind, section))
     return list(found.values())
+
+
+def own_counters(doc: Path = DOC) -> frozenset[str]:
+    """Counters and histograms the exporter counts itself (OWN_SECTIONS)."""
+    return frozenset(
+        m.name
+        for m in metrics(doc)
+        if m.kind != "gauge" and m.section.startswith(OWN_SECTIONS)
+    )
 
 
 def exposed_types(body: str) -> dict[str, str]:

@@ -9,13 +9,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from contract import own_counters
 from harness import Exporter, Labels, Samples, labels
 
 TARGET = labels(target="default")
 ERRORS = "pg_aio_exporter_poll_errors_total"
 # PostgreSQL's own counters may legitimately go back (a reset, a crash); the exporter's never.
-_SERVER_COUNTERS = ("pg_stat_io_",)
-_OWN_SUFFIXES = ("_total", "_count", "_sum", "_bucket")
+_OWN = own_counters()
+_HISTOGRAM_SUFFIXES = ("_count", "_sum", "_bucket")
+
+
+def _own(sample_name: str) -> bool:
+    if sample_name in _OWN:
+        return True
+    return any(
+        sample_name.endswith(s) and sample_name.removesuffix(s) in _OWN
+        for s in _HISTOGRAM_SUFFIXES
+    )
 
 
 def scrape_median(exp: Exporter, n: int = 9) -> float:
@@ -65,7 +75,7 @@ class Watch:
         assert self.exp.proc.poll() is None, f"exporter died: {self.exp.logs()[-2000:]}"
         samples = self.exp.scrape()
         for name, series in samples.items():
-            if name.startswith(_SERVER_COUNTERS) or not name.endswith(_OWN_SUFFIXES):
+            if not _own(name):
                 continue
             for key, value in series.items():
                 before = self.seen.get((name, key))

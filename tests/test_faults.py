@@ -255,20 +255,29 @@ def test_slow_server_is_bounded_by_timeouts(pw_server: LocalServer, fault: str, 
     ids=["lock_timeout", "statement_timeout"],
 )
 def test_lock_on_a_catalog_the_sampler_reads(pw_server: LocalServer, timeout: str, message: str):
-    """ACCESS EXCLUSIVE on pg_database blocks pg_stat_activity (it joins pg_database) but not
-    the poll's views. The exporter's lock_timeout (1 s) or, when shorter, its statement_timeout
-    (--timeout) ends each wait: kind=timeout for collector activity, pg_up stays 1."""
+    """ACCESS EXCLUSIVE on pg_database blocks pg_stat_activity and pg_stat_database (both join
+    pg_database) but not the other views. The exporter's lock_timeout (1 s) or, when shorter,
+    its statement_timeout (--timeout) ends each wait: kind=timeout for collectors activity and
+    pg_stat_database, pg_up stays 1 and the other collectors are polled meanwhile."""
     exp = Exporter("--dsn", pw_server.dsn(), "--poll-interval", "1s", "--sample-interval", "200ms",
                    "--timeout", timeout)  # fmt: skip
     watch = Watch(exp)
+    polled = "pg_aio_exporter_poll_duration_seconds_count"
+    pg_stat_io = labels(target="default", collector="pg_stat_io")
     try:
         exp.wait_poll()
         with psycopg.connect(pw_server.dsn(), autocommit=True) as locker, locker.transaction():
             locker.execute("LOCK TABLE pg_catalog.pg_database IN ACCESS EXCLUSIVE MODE")
             watch.until(lambda s: errors(s, "activity", "timeout") >= 2, 10, "timeouts")
-            polled = time.time()
-            during = exp.wait_poll(after=polled, timeout=5)  # polls go on meanwhile
+            watch.until(
+                lambda s: errors(s, "pg_stat_database", "timeout") >= 1, 10, "a poll timed out"
+            )
+            first = watch.scrape()[polled][pg_stat_io]
+            # Polls go on meanwhile: pg_stat_io is read again.
+            watch.until(lambda s: s[polled][pg_stat_io] > first, 5, "a new poll")
+            during = watch.scrape()
             assert during["pg_up"][TARGET] == 1, "the server is reachable: pg_up 1"
+            assert "pg_stat_database_xact_commit_total" not in during, "no stale series"
             assert errors(during, "connection", "timeout") == 0
             assert query_errors(during) == 0, exp.logs()
             median = assert_fast(exp)
@@ -280,6 +289,8 @@ def test_lock_on_a_catalog_the_sampler_reads(pw_server: LocalServer, timeout: st
             "a successful sample",
         )
         wait_for(lambda: "activity recovered" in exp.logs(), 2, "recovery logged")
+        after = exp.wait_poll(after=time.time())
+        assert "pg_stat_database_xact_commit_total" in after
         time.sleep(1)
         after = watch.scrape()
         # Regression: psycopg's prepared statement behind the aborted pipeline broke pg_aios
@@ -287,8 +298,10 @@ def test_lock_on_a_catalog_the_sampler_reads(pw_server: LocalServer, timeout: st
         assert query_errors(after) == 0, exp.logs()
         assert "pg_aio_in_flight_max" in after, "pg_aios is read again"
         log = exp.logs()
-        assert log.count("level=error") == 1, log
+        assert log.count("level=error") == 2, log
         assert "collector=activity kind=timeout" in log and message in log, log
+        assert "collector=pg_stat_database kind=timeout" in log, log
+        assert "pg_stat_database recovered" in log, log
         assert exp.proc.poll() is None
         report(f"lock {timeout}", scrape_median=median, to_recover=recovered)
     finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import psycopg
 import pytest
 
 from harness import parse
@@ -13,6 +14,7 @@ from pg_aio_exporter.config.targets import target_from_dsn
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
+from pg_aio_exporter.poll.session import run_pipelined
 from pg_aio_exporter.poll.worker import TargetWorker
 
 
@@ -43,6 +45,9 @@ def test_absent_pg_stat_statements_is_one_line_and_no_error(
     with caplog.at_level(logging.INFO, logger="pg_aio_exporter"):
         reached, body = asyncio.run(three_polls())
     assert reached == [True, True, True]
+    # An optional extension left out is no fault: info. Nor may psycopg warn of the aborted
+    # pipeline (it wrote "error ignored terminating" on the report's stderr).
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     lines = [r.getMessage() for r in caplog.records if "pg_stat_statements" in r.getMessage()]
     # Not created in the database (nor preloaded): one line for three polls.
     assert lines == [
@@ -60,3 +65,24 @@ def test_absent_pg_stat_statements_is_one_line_and_no_error(
     ]
     (stamp,) = success.values()
     assert stamp > 0, "every collector that exists succeeded"
+
+
+def test_a_failed_statement_in_the_pipeline_is_no_warning(
+    pg18: LocalServer, caplog: pytest.LogCaptureFixture
+):
+    """The failing statement first and many after it, so that its error arrives while the
+    later ones are still being sent (the report's stderr showed psycopg's "error ignored
+    terminating ... pipeline aborted" when it did): each statement's own result, no warning."""
+
+    async def run() -> list[object]:
+        conn = await psycopg.AsyncConnection.connect(pg18.dsn(), autocommit=True)
+        try:
+            return await run_pipelined(conn, ["SELECT * FROM no_such_view"] + ["SELECT 1"] * 200)
+        finally:
+            await conn.close()
+
+    with caplog.at_level(logging.INFO):
+        results = asyncio.run(run())
+    assert isinstance(results[0], psycopg.errors.UndefinedTable)
+    assert results[1:] == [[(1,)]] * 200
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

@@ -52,8 +52,17 @@ async def run_pipelined(conn: Connection, queries: Sequence[str]) -> list[list[R
     """All queries in one round trip; if one fails, rerun them singly to know which."""
     try:
         async with conn.pipeline():
-            cursors = [await conn.execute(q) for q in queries]
-        return [await cur.fetchall() for cur in cursors]
+            cursors = []
+            for query in queries:
+                try:
+                    cursors.append(await conn.execute(query))
+                except psycopg.Error:
+                    # Leave the block without an exception: psycopg logs "error ignored
+                    # terminating" (a warning on stderr) when the pipeline's end fails too
+                    # while one propagates. The end raises the pipeline's error itself.
+                    break
+        if len(cursors) == len(queries):
+            return [await cur.fetchall() for cur in cursors]
     except psycopg.Error:
         if conn.closed or conn.broken:
             raise

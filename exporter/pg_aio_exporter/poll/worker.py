@@ -388,7 +388,8 @@ class TargetWorker:
         if reason is None:
             return False
         if collector.name not in self._absent:
-            self._log.warning(
+            # Info, not a warning: an optional extension left out is a choice, not a fault.
+            self._log.info(
                 f"{collector.name} not read: {reason}",
                 extra=self._log_fields(collector=collector.name),
             )
