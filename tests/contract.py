@@ -98,9 +98,7 @@ def metrics(doc: Path = DOC) -> list[Metric]:
 def own_counters(doc: Path = DOC) -> frozenset[str]:
     """Counters and histograms the exporter counts itself (OWN_SECTIONS)."""
     return frozenset(
-        m.name
-        for m in metrics(doc)
-        if m.kind != "gauge" and m.section.startswith(OWN_SECTIONS)
+        m.name for m in metrics(doc) if m.kind != "gauge" and m.section.startswith(OWN_SECTIONS)
     )
 
 

@@ -97,3 +97,12 @@ def assert_median_within(durations: list[float], limit: float, starved: Starved)
     at_or_above = len(ranked) - len(ranked) // 2
     allowance = starved.seconds / at_or_above
     assert ranked[len(ranked) // 2] < limit + allowance, (ranked, str(starved))
+
+
+def assert_overruns_explained(overran: float, starved: Starved, slot: float) -> None:
+    """A sample takes milliseconds: to overrun its slot it must have lost at least half of it
+    waiting for a CPU (the exporter's or its backend's). So an exporter that got the CPU it
+    needed overruns never, and one made slow does on any host."""
+    assert overran <= starved.seconds / (slot / 2), (
+        f"{overran:.0f} overruns of {slot}s slots, {starved}"
+    )

@@ -23,8 +23,7 @@ def _own(sample_name: str) -> bool:
     if sample_name in _OWN:
         return True
     return any(
-        sample_name.endswith(s) and sample_name.removesuffix(s) in _OWN
-        for s in _HISTOGRAM_SUFFIXES
+        sample_name.endswith(s) and sample_name.removesuffix(s) in _OWN for s in _HISTOGRAM_SUFFIXES
     )
 
 

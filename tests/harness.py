@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import psycopg
 from prometheus_client.parser import text_string_to_metric_families
 
+from pg_aio_exporter.config.targets import parse_duration
 from pg_aio_exporter.demo.server import LocalServer, free_port
 from pg_aio_exporter.demo.workload import seq_scan
 
@@ -109,6 +110,7 @@ class Exporter:
         target_name: str | None = "default",
     ) -> None:
         self.port = free_port()
+        self.args = args
         self.tls = tls
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.log_path = Path(tempfile.mkstemp(prefix="exporter-", suffix=".log")[1])
@@ -131,6 +133,16 @@ class Exporter:
             env={**os.environ, **(env or {})},
         )
         wait_for(self._ready, 15, "exporter to listen")
+
+    @property
+    def sample_interval(self) -> float:
+        """Seconds between samples, as given (default 1 s)."""
+        given = (
+            self.args[self.args.index("--sample-interval") + 1]
+            if ("--sample-interval" in self.args)
+            else "1s"
+        )
+        return parse_duration(given, what="--sample-interval")
 
     def _ready(self) -> bool:
         if self.proc.poll() is not None:

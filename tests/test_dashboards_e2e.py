@@ -20,13 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import yaml
 
 from alert_rules import load_generator
+from conftest import SMALL_BUFFERS, TABLE_MB
 from dashboard_stack import RULE_FILES, aio_stack, dq, grafana_globals, resolve
 from harness import Exporter
 from pg_aio_exporter.demo.server import LocalServer
+from pg_aio_exporter.demo.workload import create_table
 from postgres_exporter import PostgresExporter
 from prometheus import VERSIONS, Prometheus
 
@@ -81,11 +84,25 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def stack(pg18: LocalServer) -> Iterator[Stack]:
-    peer = PostgresExporter(pg18)
+def server() -> Iterator[LocalServer]:
+    """With pg_stat_statements, which the workload panels and rules read."""
+    server = LocalServer.create(
+        settings={**SMALL_BUFFERS, "shared_preload_libraries": "pg_stat_statements"}
+    )
+    server.start()
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION pg_stat_statements")
+    create_table(server.dsn(), TABLE_MB)
+    yield server
+    server.destroy()
+
+
+@pytest.fixture(scope="module")
+def stack(server: LocalServer) -> Iterator[Stack]:
+    peer = PostgresExporter(server)
     try:
         with aio_stack(
-            pg18.dsn(),
+            server.dsn(),
             scrape_interval=f"{SCRAPE_SECONDS}s",
             poll_interval=f"{SCRAPE_SECONDS}s",
             versions=VERSIONS,

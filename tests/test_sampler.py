@@ -10,7 +10,7 @@ from contextlib import ExitStack, contextmanager
 import psycopg
 import pytest
 
-from cpu import CpuWatch, Starved, backend_pids
+from cpu import CpuWatch, assert_overruns_explained, backend_pids
 from harness import Exporter, Samples, client_wait, in_flight, labels, scanning, wait_for
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import create_table
@@ -154,15 +154,6 @@ def test_idle_server():
     finally:
         exp.stop()
         server.destroy()
-
-
-def assert_overruns_explained(overran: float, starved: Starved, slot: float) -> None:
-    """A sample of an idle server takes milliseconds: to overrun its slot it must have lost
-    at least half of it waiting for a CPU (the exporter's or its backend's). So an exporter
-    that got the CPU it needed overruns never, and one made slow does on any host."""
-    assert overran <= starved.seconds / (slot / 2), (
-        f"{overran:.0f} overruns of {slot}s slots, {starved}"
-    )
 
 
 def test_stalled_exporter_is_no_overrun():
