@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pg_aio_exporter.demo.server import LocalServer
 
-SOURCE = Path(__file__).parent / "shim" / "slowread.c"
+SHIMS = Path(__file__).parent / "shim"
 # A server whose single io worker and small buffers make slow storage show at once: reads
 # reach the kernel, and two scanning clients keep the one worker busy.
 ONE_IO_WORKER = {
@@ -18,21 +18,34 @@ ONE_IO_WORKER = {
 }
 
 
-class SlowReads:
-    """Attach to a server before start(); then set_delay() moves storage from fast to slow."""
+class DelayShim:
+    """tests/shim/NAME.c built for one server and preloaded into it (beside any other shim);
+    it reads its delays from a file that set_delay() rewrites while the server runs."""
 
-    def __init__(self, server: LocalServer) -> None:
-        self._library = server.root / "slowread.so"
-        self._delay_file = server.root / "slowread_us"
+    def __init__(self, server: LocalServer, name: str) -> None:
+        self._library = server.root / f"{name}.so"
+        self._delay_file = server.root / f"{name}_us"
+        source = SHIMS / f"{name}.c"
         subprocess.run(
-            ["gcc", "-shared", "-fPIC", "-O2", "-o", str(self._library), str(SOURCE), "-ldl"],
+            ["gcc", "-shared", "-fPIC", "-O2", "-o", str(self._library), str(source), "-ldl"],
             check=True,
             capture_output=True,
         )
         self._library.chmod(0o755)
-        self.set_delay(0)
-        server.env.update(LD_PRELOAD=str(self._library), SLOWREAD_FILE=str(self._delay_file))
+        self._write_delays(0)
+        preload = " ".join(filter(None, [server.env.get("LD_PRELOAD"), str(self._library)]))
+        server.env.update({"LD_PRELOAD": preload, f"{name.upper()}_FILE": str(self._delay_file)})
+
+    def _write_delays(self, *microseconds: int) -> None:
+        self._delay_file.write_text(" ".join(map(str, microseconds)) + "\n")
+        self._delay_file.chmod(0o644)
+
+
+class SlowReads(DelayShim):
+    """Attach to a server before start(); then set_delay() moves storage from fast to slow."""
+
+    def __init__(self, server: LocalServer) -> None:
+        super().__init__(server, "slowread")
 
     def set_delay(self, microseconds: int) -> None:
-        self._delay_file.write_text(f"{microseconds}\n")
-        self._delay_file.chmod(0o644)
+        self._write_delays(microseconds)

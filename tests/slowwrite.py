@@ -4,31 +4,16 @@ syncs) and pwrite/pwritev of 8 kB or more (data and WAL writes) below the system
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 from pg_aio_exporter.demo.server import LocalServer
+from slowread import DelayShim
 
-SOURCE = Path(__file__).parent / "shim" / "slowwrite.c"
 
-
-class SlowWrites:
+class SlowWrites(DelayShim):
     """Attach to a server before start() (beside SlowReads, if any); then set_delay() moves its
     writes and syncs from fast to slow."""
 
     def __init__(self, server: LocalServer) -> None:
-        self._library = server.root / "slowwrite.so"
-        self._delay_file = server.root / "slowwrite_us"
-        subprocess.run(
-            ["gcc", "-shared", "-fPIC", "-O2", "-o", str(self._library), str(SOURCE), "-ldl"],
-            check=True,
-            capture_output=True,
-        )
-        self._library.chmod(0o755)
-        self.set_delay(0)
-        preload = " ".join(filter(None, [server.env.get("LD_PRELOAD"), str(self._library)]))
-        server.env.update(LD_PRELOAD=preload, SLOWWRITE_FILE=str(self._delay_file))
+        super().__init__(server, "slowwrite")
 
     def set_delay(self, sync_us: int, write_us: int = 0) -> None:
-        self._delay_file.write_text(f"{sync_us} {write_us}\n")
-        self._delay_file.chmod(0o644)
+        self._write_delays(sync_us, write_us)

@@ -123,6 +123,7 @@ def test_io_method_state_set(pg18: LocalServer, exporter: Exporter):
     }
 
 
+@pytest.mark.timing
 def test_server_down_scrapes_stay_fast_and_recover():
     server = LocalServer.create()
     server.start()
@@ -163,6 +164,7 @@ def test_server_down_scrapes_stay_fast_and_recover():
         server.destroy()
 
 
+@pytest.mark.timing
 def test_targets_poll_spread_over_the_interval(pg18: LocalServer, tmp_path):
     """Several targets of one exporter poll at their own phase of the interval, not together:
     a shared server gets their polls one by one. The first poll of each is immediate."""

@@ -104,6 +104,7 @@ def query_errors(samples: Samples) -> float:
 # -- restarts ------------------------------------------------------------------------------
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("mode", ["immediate", "fast"])
 def test_restart_with_and_without_stats_reset(mode: str):
     """immediate = a crash: PostgreSQL discards its statistics in crash recovery, so
@@ -187,6 +188,7 @@ def test_poll_stamp_says_when_the_data_was_read(pw_server: LocalServer):
         proxy.stop()
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize(("fault", "timeout"), [("delay", 1.0), ("black_hole", TIMEOUT)])
 def test_slow_server_is_bounded_by_timeouts(pw_server: LocalServer, fault: str, timeout: float):
     """A 2 s delay on every reply (longer than --timeout 1s) or a black hole, between exporter
@@ -249,6 +251,7 @@ def test_slow_server_is_bounded_by_timeouts(pw_server: LocalServer, fault: str, 
 # -- lock contention -----------------------------------------------------------------------
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize(
     ("timeout", "message"),
     [("2s", "lock timeout"), ("500ms", "statement timeout")],
@@ -315,6 +318,7 @@ def test_lock_on_a_catalog_the_sampler_reads(pw_server: LocalServer, timeout: st
 FULL = "remaining connection slots are reserved for roles with the SUPERUSER attribute"
 
 
+@pytest.mark.timing
 def test_max_connections_exhausted_on_reconnect():
     server = LocalServer.create(
         settings={"max_connections": "6", "superuser_reserved_connections": "3"},
@@ -384,6 +388,7 @@ def test_max_connections_exhausted_on_reconnect():
 # -- TLS -----------------------------------------------------------------------------------
 
 
+@pytest.mark.timing
 def test_verify_full_with_the_suites_ca(tls: tuple[LocalServer, Path]):
     server, ca = tls
     exp = Exporter(

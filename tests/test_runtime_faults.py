@@ -75,6 +75,7 @@ def test_right_password_from_password_file(pw_server: LocalServer, tmp_path: Pat
         exp.stop()
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize(
     "host", ["127.0.0.1", "no-such-host.invalid"], ids=["refused", "unresolvable"]
 )

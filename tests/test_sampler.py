@@ -124,6 +124,7 @@ def counted(samples: Samples, counter: str) -> float:
     return samples.get(counter, {}).get(T, 0.0)
 
 
+@pytest.mark.timing
 def test_idle_server():
     server = LocalServer.create()
     server.start()
@@ -156,6 +157,7 @@ def test_idle_server():
         server.destroy()
 
 
+@pytest.mark.timing
 def test_stalled_exporter_is_no_overrun():
     """Ticks that pass while the exporter gets no CPU are stalls: no query ran long."""
     server = LocalServer.create()
@@ -199,6 +201,7 @@ def behind_proxy(
         yield server, proxy, exp
 
 
+@pytest.mark.timing
 def test_connecting_is_no_overrun():
     """Samples start once connected: a connection slower than the sample interval misses none."""
     started = time.time()
@@ -219,6 +222,7 @@ def test_connecting_is_no_overrun():
         assert_overruns_explained(counted(later, OVERRUNS), watch.starved(), slot=0.75)
 
 
+@pytest.mark.timing
 def test_slow_samples_overrun_without_overlapping():
     with behind_proxy(0.0, poll="5s", sample="100ms") as (server, proxy, exp):
         exp.wait_poll()

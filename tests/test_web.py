@@ -73,6 +73,7 @@ def test_basic_auth(authed: Exporter, path: str, user: str | None, password: str
     assert status(authed.url + path, user, password) == expected
 
 
+@pytest.mark.timing
 def test_basic_auth_cost_is_paid_once(authed: Exporter):
     status(authed.url + "/metrics", "prom", PASSWORD)
     watch = CpuWatch(lambda: [authed.proc.pid, os.getpid()])
@@ -174,6 +175,7 @@ def client_context(certs: Certs, with_cert: bool = False) -> ssl.SSLContext:
     return context
 
 
+@pytest.mark.timing
 def test_tls(pg18: LocalServer, certs: Certs, tmp_path: Path):
     cert, key = certs.pair("server")
     config = web_config(tmp_path, f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n")
