@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import ssl
@@ -114,6 +115,8 @@ class Exporter:
         self.tls = tls
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.log_path = Path(tempfile.mkstemp(prefix="exporter-", suffix=".log")[1])
+        # Read after stop() too (shutdown lines): removed when the test process ends.
+        atexit.register(self.log_path.unlink, missing_ok=True)
         self._log = self.log_path.open("w")
         if "--dsn" in args and "--target-name" not in args and target_name is not None:
             # The suite's one --dsn target is `default`; target_name=None leaves it unnamed
