@@ -43,6 +43,20 @@ INTERVALS = frozenset(
         "pg_aio_hit_ratio",
     }
 )
+# Per-interval write gauges: present after two polls with writes (WAL: writes, syncs) in
+# between, and their time counted (track_io_timing, track_wal_io_timing).
+WRITE_INTERVALS = frozenset(
+    {
+        "pg_aio_write_latency_seconds",
+        "pg_aio_write_seconds_per_byte",
+        "pg_aio_extend_latency_seconds",
+        "pg_aio_extend_seconds_per_byte",
+        "pg_aio_writeback_latency_seconds",
+        "pg_aio_fsync_latency_seconds",
+        "pg_aio_wal_write_latency_seconds",
+        "pg_aio_wal_sync_latency_seconds",
+    }
+)
 # Present once the sampler has run while work was going on (io workers: io_method=worker).
 SAMPLER = frozenset(
     {
@@ -56,7 +70,12 @@ SAMPLER = frozenset(
         "pg_aio_exporter_sample_overruns_total",
     }
 )
-GROUPS = {"optional": OPTIONAL, "intervals": INTERVALS, "sampler": SAMPLER}
+GROUPS = {
+    "optional": OPTIONAL,
+    "intervals": INTERVALS,
+    "write_intervals": WRITE_INTERVALS,
+    "sampler": SAMPLER,
+}
 
 _ROW = re.compile(r"^\|(?P<names>[^|]*)\|(?P<meaning>[^|]*)")
 _NAME = re.compile(r"`(pg_[a-z0-9_]+)")

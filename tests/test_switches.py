@@ -41,9 +41,9 @@ SAMPLER = {"pg_aio_sampler_samples_total"}
 # pg_stat_io's per-interval gauges exist only for an interval whose reads reached pg_stat_io in
 # time (a backend reports them when its transaction ends or it goes idle): checked for absence
 # only, their presence depends on timing.
-# Present only when the poll interval saw reads (and read time for the latencies): all four,
-# from the contract (pg_aio_read_seconds_per_byte was missing here and failed CI once).
-INTERVAL_GAUGES = set(contract.INTERVALS)
+# Present only when the poll interval saw reads (writes) and their time: all of them, from the
+# contract (pg_aio_read_seconds_per_byte was missing here and failed CI once).
+INTERVAL_GAUGES = set(contract.INTERVALS | contract.WRITE_INTERVALS)
 ALWAYS = {"pg_up", "pg_aio_exporter_build_info"}
 
 
