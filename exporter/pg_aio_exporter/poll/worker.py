@@ -274,7 +274,8 @@ class TargetWorker:
         collectors: list[Collector] = [*self._collectors]
         if self._sampler is not None:
             collectors += self._sampler.collectors
-        return [sql for _, sql in _runnable(collectors, version)]
+        flush = pg_stat_database.own_flush(version) if self._flush_own_stats else None
+        return [sql for _, sql in _runnable(collectors, version)] + ([flush] if flush else [])
 
     async def _disconnect(self) -> None:
         conn, self._conn = self._conn, None
@@ -454,7 +455,7 @@ class TargetWorker:
         queries = [self._statements[sql] for _, sql in runnable]
         flush = pg_stat_database.own_flush(conn.info.server_version)
         if self._flush_own_stats and flush is not None:
-            return (await run_pipelined(conn, [*queries, flush]))[: len(queries)]
+            return (await run_pipelined(conn, [*queries, self._statements[flush]]))[: len(queries)]
         return await run_pipelined(conn, queries)
 
     def _publish_samples(self, *, current: bool) -> None:
