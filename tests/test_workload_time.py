@@ -245,6 +245,8 @@ def table(runs: dict[tuple[str, str], Run]) -> list[tuple[str, str, float, float
             f"{name:>13} {workload:>5}  pgbench {run.latency * 1000:.2f} ms;"
             f" server/pgbench: statements {(work.seconds_per_call or 0) / run.latency:.2f},"
             f" DB time {(work.db_time_per_transaction or 0) / run.latency:.2f}"
+            f" ({work.client_sessions or 0:.2f} sessions, {work.transactions or 0:.0f}"
+            f" transactions in {work.seconds:.1f} s)"
         )
     return rows
 
