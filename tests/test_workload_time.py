@@ -49,10 +49,10 @@ SETTINGS = {
 # Index probes: 8 random keys, each the start of PROBE_STRIDES keys spread over the table (a
 # prime stride apart), looked up by the primary key in one statement: 80 rows on pages
 # scattered over a table twice shared_buffers, on storage that answers each read in
-# PROBE_READ_US (the shim, on every server alike). A transaction is then milliseconds of server
-# time and pgbench's own share of its latency a few percent (measured: 8 rows from the page
-# cache took 0.1-0.5 ms, of which pgbench's threads on these loaded cores were up to 58%, and
-# its latency moved 1.39-1.75x between runs while the server's time moved <5%). The keys are a
+# PROBE_READ_US (the shim, on every server alike). A transaction is then ~20-25 ms, the server's
+# statement time 0.89-0.97 of pgbench's latency. From the page cache it was not: 8 rows took
+# 0.1-0.5 ms and pgbench's latency moved 1.39-1.75x between runs while the server's time moved
+# <5%; 200 rows (4-9 ms) were still only 0.42-0.50 server time (docs/report.md). The keys are a
 # list of parameters, which 18 squashes and 17 does not, matched all the same.
 PROBES = 8
 PROBE_STRIDES = 10
