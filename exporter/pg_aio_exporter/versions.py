@@ -5,6 +5,7 @@ from __future__ import annotations
 PG10 = 100000  # backend_type in pg_stat_activity, which the sampler needs: the oldest server
 PG13 = 130000  # pg_stat_statements total_exec_time (the report's workload time)
 PG14 = 140000  # pg_stat_statements toplevel; pg_stat_wal
+PG15 = 150000  # pg_stat_force_next_flush(): a backend's counts in pg_stat_database at once
 PG16 = 160000  # pg_stat_io
 PG17 = (
     170000  # pg_stat_statements shared_blk_read_time (blk_read_time before); pg_stat_checkpointer

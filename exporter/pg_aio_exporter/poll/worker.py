@@ -22,7 +22,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
-from pg_aio_exporter.collectors import registry
+from pg_aio_exporter.collectors import pg_stat_database, registry
 from pg_aio_exporter.collectors.base import Collector, MayBeAbsent, PollCollector, Row
 from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.exposition import Exposition
@@ -107,12 +107,14 @@ class TargetWorker:
         tap: Tap | None = None,
         logger: logging.Logger = log,
         per_row: bool = False,
+        flush_own_stats: bool = False,
     ) -> None:
         """`exposition` None publishes nothing (the report reads the tap only);
         `sample_interval` 0 turns sampling off; `collectors` names the enabled ones (all
         when None); `tap` listens beside the exposition; `logger` gets its log lines;
         `per_row`: the report's variants of the collectors that read per row
-        (registry.PER_ROW)."""
+        (registry.PER_ROW); `flush_own_stats`: the report's, each round trip leaves this
+        backend's own transactions counted in pg_stat_database (pg_stat_database.own_flush)."""
         self.target = target
         self._log = logger
         self._exposition = exposition
@@ -121,6 +123,7 @@ class TargetWorker:
         self._sample_interval = sample_interval
         self._timeout = timeout
         self._tap = tap
+        self._flush_own_stats = flush_own_stats
         self._base_labels = {"target": target.name, **target.labels}
         self._collectors: list[PollCollector] = registry.poll_collectors(
             collectors, per_row=per_row
@@ -271,7 +274,8 @@ class TargetWorker:
         collectors: list[Collector] = [*self._collectors]
         if self._sampler is not None:
             collectors += self._sampler.collectors
-        return [sql for _, sql in _runnable(collectors, version)]
+        flush = pg_stat_database.own_flush(version) if self._flush_own_stats else None
+        return [sql for _, sql in _runnable(collectors, version)] + ([flush] if flush else [])
 
     async def _disconnect(self) -> None:
         conn, self._conn = self._conn, None
@@ -332,7 +336,7 @@ class TargetWorker:
             # a reader who saw this stamp knows the counters were read after it.
             read_at = time.time()
             async with client_timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
-                results = await run_pipelined(conn, [self._statements[sql] for _, sql in runnable])
+                results = await self._round_trip(conn, runnable)
         except (
             psycopg.Error,
             TimeoutError,
@@ -412,7 +416,7 @@ class TargetWorker:
         started = time.perf_counter()
         try:
             async with client_timeout(self._timeout + CLIENT_TIMEOUT_SLACK):
-                results = await run_pipelined(conn, [self._statements[sql] for _, sql in runnable])
+                results = await self._round_trip(conn, runnable)
         except (psycopg.Error, TimeoutError, OSError) as exc:
             await self._disconnect()
             self._record_failure("connection", exc, what="sample")
@@ -443,6 +447,16 @@ class TargetWorker:
             self._tap.sampled(sampler.samples, totals)
         self._publish_samples(current=True)
         return True
+
+    async def _round_trip(
+        self, conn: Connection, runnable: list[tuple[C, str]]
+    ) -> list[list[Row] | Exception]:
+        """The collectors' statements in one round trip, their results in order."""
+        queries = [self._statements[sql] for _, sql in runnable]
+        flush = pg_stat_database.own_flush(conn.info.server_version)
+        if self._flush_own_stats and flush is not None:
+            return (await run_pipelined(conn, [*queries, self._statements[flush]]))[: len(queries)]
+        return await run_pipelined(conn, queries)
 
     def _publish_samples(self, *, current: bool) -> None:
         if self._sampler is None:

@@ -74,8 +74,10 @@ class Recorder:
         self.statements = WorkloadWindow()
 
     def start(self) -> None:
-        """Forget the reads seen so far: the window starts now."""
+        """Forget the reads seen so far: the window starts now. The workload's too: the
+        connection's own first transactions (SET, PREPARE) reach pg_stat_database late."""
         self.reads = ReadWindow()
+        self.statements = WorkloadWindow()
         self.wal = WalWindow()
         self.checkpoints = []
 
@@ -180,10 +182,12 @@ class WorkloadWindow:
             (first, at), (last, until) = self.work
             if first.start_time == last.start_time:
                 seconds = until - at
-                # Each poll and sample of the report is one transaction (one pipeline), an
-                # estimate: every backend's counts reach pg_stat_database up to a second late.
-                # Fewer of the workload's than of the report's own, and that error decides
-                # the figure: no DB time per transaction then.
+                # Each poll and sample of the report is one transaction (one pipeline), and
+                # each flushed its counts (PostgreSQL 15+, pg_stat_database.own_flush): all
+                # the report's transactions before the window's last poll, from its first
+                # poll on, are in the last read and not in the first. Older servers: an
+                # estimate (counts reach the view up to a second late). Fewer of the
+                # workload's than of the report's own: no DB time per transaction then.
                 own = max(0, self.polls - 1) + samples
                 counted = last.transactions - first.transactions - own
                 transactions = counted if counted >= max(MIN_TRANSACTIONS, own) else None
@@ -250,6 +254,7 @@ async def measure(
         tap=recorder,
         logger=QUIET,
         per_row=True,
+        flush_own_stats=True,
     )
     # The first poll connects (its failure, scrubbed and classified by the worker, is the
     # report's). A new connection reads some 70 catalog blocks, and its first statements a few
