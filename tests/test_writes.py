@@ -12,6 +12,11 @@ A read-only run (pgbench -S) names no write problem; under a healthy write load 
 pending; with syncs slowed the WAL sync and write-saturation alerts fire, the report's storage
 verdict names writes, and its time per WAL sync is checked against pgbench's own stopwatch; with
 syncs fast again the alerts resolve. A bulk COPY/INSERT load is checked for its extends and WAL.
+
+Buffer writes end to end on 18, Prometheus 2 and 3 side by side: clients that must evict dirty
+buffers under a steady pgbench rate; the background writer stopped makes them write the buffers
+themselves (PgAioBackendsWritingBuffers), data-file writes slowed by the shim after a fast
+baseline make writes regress (PgAioWriteLatencyRegression); each fires, then resolves.
 """
 
 from __future__ import annotations
@@ -31,11 +36,23 @@ import psycopg
 import pytest
 
 from alert_rules import load_generator
-from alertstack import SHORT, WINDOW, Stack, alert_stack, short_rules
+from alertstack import (
+    SHORT,
+    WINDOW,
+    Stack,
+    alert_stack,
+    alert_stacks,
+    hold_quiet,
+    short_rules,
+    until_firing,
+    until_resolved,
+)
+from cpu import CpuWatch, backend_pids
 from dashboard_stack import dq
 from harness import Exporter, Samples, labels, wait_for
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir
 from pgbins import bin_dir
+from prometheus import VERSIONS
 from slowwrite import SlowWrites
 from test_alerts_e2e_io_uring import every_value
 
@@ -382,3 +399,116 @@ def test_bulk_load_extends_and_writes_wal(write18: WriteServer) -> None:
     client = [v for k, v in extends.items() if dict(k)["backend_type"] == "client backend"]
     assert client and all(v > 0 for v in client), extends
     assert after["pg_aio_extend_seconds_per_byte"]
+
+
+# -- buffer writes end to end on 18: who writes, and how fast -----------------------------------
+
+# Shared buffers far smaller than pgbench's tables (scale 5, ~75 MB): every transaction needs
+# free buffers, and dirty ones must be written before reuse. fsync off: the buffer write path
+# alone (WAL syncs are the test above's).
+EVICTING_SETTINGS = {"fsync": "off", "track_io_timing": "on", "shared_buffers": "16MB"}
+EVICTING_SCALE = "5"
+# A steady 300 tps, as production runs: the background writer (defaults: 100 buffers per
+# 200 ms round) then keeps ahead of the clients (measured: they write 1-2% of the buffers).
+# Closed-loop pgbench outruns it at any bgwriter setting (70-75% written by the clients).
+STEADY_LOAD = ("-R", "300")
+WRITE_DELAY_US = 1000  # per data-file write of 8 kB or more: ~200x the page cache's ~5 us
+REGRESSION = (
+    f"pg_aio_target:write_seconds_per_byte_by_regime:rate{WINDOW} / quantile_over_time(0.5,"
+    f" pg_aio_target:write_seconds_per_byte_by_regime:rate{WINDOW}[10m])"
+)
+BUFFER_INPUTS = (
+    f"pg_aio_target:write_ops_per_second:rate{WINDOW} >= 10",
+    f"pg_aio_target:backend_write_share:rate{WINDOW}",
+    f"pg_aio_target:write_seconds_per_byte_by_regime:rate{WINDOW}",
+)
+BUFFER_MEASURES = {
+    "client_share": f"pg_aio_target:backend_write_share:rate{WINDOW}",
+    "writes_per_s": f"pg_aio_target:write_ops_per_second:rate{WINDOW}",
+    # Over the last 5 s: at the first firing the alert's window still holds fast writes.
+    "ms_per_write": "pg_aio_target:write_latency_seconds:rate5s * 1e3",
+    # The regression alert's ratio (write time per byte over its baseline), the phase's highest.
+    "max_regression": f"max_over_time(({REGRESSION})[20s:1s])",
+}
+
+
+def set_bgwriter_lru_maxpages(dsn: str, pages: int | None) -> None:
+    """ALTER SYSTEM (None: RESET) and reload: the background writer takes it at once."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if pages is None:
+            conn.execute("ALTER SYSTEM RESET bgwriter_lru_maxpages")
+        else:
+            conn.execute(f"ALTER SYSTEM SET bgwriter_lru_maxpages = {pages}")
+        conn.execute("SELECT pg_reload_conf()")
+
+
+def test_backends_writing_and_slow_writes_fire_and_resolve(tmp_path: Path) -> None:
+    """One server whose clients evict dirty buffers, one steady write load, Prometheus 2 and 3
+    side by side on one exporter. Healthy (the background writer at its defaults): no alert
+    even pending. The background writer stopped (bgwriter_lru_maxpages = 0): the clients write
+    the buffers themselves and PgAioBackendsWritingBuffers fires; reset, it resolves. Data-file
+    writes slowed 1 ms each below the system call after that fast baseline:
+    PgAioWriteLatencyRegression fires; fast again, it resolves."""
+    started = time.monotonic()
+    server = LocalServer.create(settings=EVICTING_SETTINGS)
+    try:
+        slow = SlowWrites(server)
+        server.start()
+        dsn = server.dsn()
+        pgbench("-i", "-s", EVICTING_SCALE, "-q", dsn)
+        rules = short_rules(tmp_path, WRITE_SHORT)
+        with alert_stacks(server, rules) as stacks, Bench(dsn, STEADY_LOAD, "healthy") as bench:
+            starving = CpuWatch(lambda: {stacks[0].exporter.proc.pid} | set(backend_pids(dsn)))
+            measured: dict[str, list[dict[str, float | None]]] = {}
+
+            def measure(phase: str) -> None:
+                measured[phase] = [
+                    {name: stack.value(expr) for name, expr in BUFFER_MEASURES.items()}
+                    for stack in stacks
+                ]
+
+            wait_for(
+                lambda: all(stack.value(e) is not None for stack in stacks for e in BUFFER_INPUTS),
+                60,
+                "buffer write figures under the write load",
+                every=0.5,
+            )
+            hold_quiet(stacks, QUIET_SECONDS, starving)
+            measure("healthy")
+
+            set_bgwriter_lru_maxpages(dsn, 0)
+            bench.phase = "bgwriter off"
+            backends = {"PgAioBackendsWritingBuffers"}
+            fired = until_firing(stacks, backends)
+            measure("bgwriter off")
+            set_bgwriter_lru_maxpages(dsn, None)
+            bench.phase = "bgwriter on"
+            backends_resolved = until_resolved(stacks, backends)
+
+            slow.set_delay(0, WRITE_DELAY_US)
+            bench.phase = "slow writes"
+            regression = {"PgAioWriteLatencyRegression"}
+            fired_slow = until_firing(stacks, regression)
+            measure("slow writes")
+            slow.set_delay(0, 0)
+            bench.phase = "fast writes"
+            regression_resolved = until_resolved(stacks, regression)
+    finally:
+        server.destroy()
+    pgbench_ms = {
+        phase: (bench.median(phase).tps, bench.median(phase).latency_ms) for phase in bench.runs
+    }
+    print(
+        f"\nmeasured {measured}\npgbench (tps, ms) {pgbench_ms}\n"
+        f"BackendsWritingBuffers fired after {[{n: f.after for n, f in s.items()} for s in fired]}"
+        f", resolved after {backends_resolved} s; WriteLatencyRegression fired after"
+        f" {[{n: f.after for n, f in s.items()} for s in fired_slow]}, resolved after"
+        f" {regression_resolved} s; took {time.monotonic() - started:.0f} s"
+    )
+    for at in range(len(VERSIONS)):
+        healthy, off, slowed = (measured[p][at] for p in ("healthy", "bgwriter off", "slow writes"))
+        # The background writer at its defaults keeps ahead; stopped, the clients write all.
+        assert (healthy["client_share"] or 0) < 0.5 < (off["client_share"] or 0), measured
+        # Judged by the shim's own delay: each slowed write waits at least that long.
+        assert (slowed["ms_per_write"] or 0) >= 0.8 * WRITE_DELAY_US / 1e3, measured
+        assert (healthy["ms_per_write"] or 1) < 0.1 * WRITE_DELAY_US / 1e3, measured
