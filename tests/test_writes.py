@@ -184,10 +184,22 @@ def write18() -> Iterator[WriteServer]:
 COMMITS = 30
 
 
+# The interval gauges the commits and the checkpoint must set: WAL writes and syncs (the
+# commits), the checkpointer's buffer writes and data-file fsyncs (fsync is on).
+INTERVAL_GAUGES = (
+    "pg_aio_wal_sync_latency_seconds",
+    "pg_aio_wal_write_latency_seconds",
+    "pg_aio_write_latency_seconds",
+    "pg_aio_write_seconds_per_byte",
+    "pg_aio_fsync_latency_seconds",
+)
+
+
 def wal_figures(dsn: str) -> tuple[Samples, Samples, Samples]:
     """The exporter's metrics before COMMITS single-row commits (each syncs WAL) and a
-    CHECKPOINT, the first
-    scrape whose poll interval held them (the interval gauges), and a later one."""
+    CHECKPOINT; each of INTERVAL_GAUGES as first scraped with a value (a gauge covers the one
+    poll interval in which its I/O was counted, which may differ between them: the commits'
+    and the checkpoint's); a later scrape."""
     exporter = Exporter("--dsn", dsn, "--poll-interval", "1s", "--sample-interval", "0")
     try:
         before = exporter.wait_poll(time.time())
@@ -196,19 +208,33 @@ def wal_figures(dsn: str) -> tuple[Samples, Samples, Samples]:
             for n in range(COMMITS):
                 conn.execute("INSERT INTO committed VALUES (%s)", (n,))
             conn.execute("CHECKPOINT")  # a requested checkpoint writes the dirty buffers
-        # The gauges cover one poll interval, the one in which the commits were counted:
-        # scraped often enough to see it.
-        during = wait_for(
-            lambda: (m := exporter.scrape()).get("pg_aio_wal_sync_latency_seconds") and m,
-            15,
-            "WAL interval gauges after the commits",
-            every=0.2,
-        )
+        # Scraped often enough to see each poll interval.
+        during: Samples = {}
+
+        def all_seen() -> bool:
+            scraped = exporter.scrape()
+            for name, gauge in scraped.items():
+                # the checkpointer's row for the per-row gauges (other rows may come first)
+                if name in INTERVAL_GAUGES and (
+                    name.startswith("pg_aio_wal_")
+                    or any(dict(k)["backend_type"] == "checkpointer" for k in gauge)
+                ):
+                    during.setdefault(name, gauge)
+            return during.keys() >= set(INTERVAL_GAUGES)
+
+        wait_for(all_seen, 15, f"interval gauges {INTERVAL_GAUGES}", every=0.2)
         time.sleep(1.1)  # the backend reports its I/O when idle, at most once a second
         after = exporter.wait_poll(time.time())
         return before, during, after
     finally:
         exporter.stop()
+
+
+def checkpointer(gauge: dict[Any, float]) -> float:
+    """The checkpointer's value of a per-row interval gauge (its relation writes), or 0."""
+    return max(
+        (v for k, v in gauge.items() if dict(k)["backend_type"] == "checkpointer"), default=0
+    )
 
 
 @pytest.mark.parametrize("major", ["16", "17", "18"])
@@ -240,6 +266,11 @@ def test_wal_and_checkpoints_have_the_same_names_on_every_version(
     assert grew("pg_aio_checkpoint_buffers_written_total") > 0
     assert during["pg_aio_wal_sync_latency_seconds"][me] > 0
     assert during["pg_aio_wal_write_latency_seconds"][me] > 0
+    # The checkpointer's buffer writes and data-file fsyncs, per (backend_type, object,
+    # context) row: the same names on every version (16 and 17 count bytes as op_bytes blocks).
+    for name in ("pg_aio_write_latency_seconds", "pg_aio_write_seconds_per_byte"):
+        assert checkpointer(during[name]) > 0, (name, during[name])
+    assert checkpointer(during["pg_aio_fsync_latency_seconds"]) > 0, during
 
 
 # -- end to end on 18 ----------------------------------------------------------------------------
