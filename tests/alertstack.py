@@ -164,10 +164,12 @@ def until_firing(
     expected: set[str],
     allowed: frozenset[str] = frozenset(),
     timeout: float = 120,
+    since: float | None = None,
 ) -> list[dict[str, Fired]]:
-    """Called right after a fault: waits until every stack fires all of `expected`; any other
-    alert firing on a stack, but `allowed`, fails. What each stack fired, in order."""
-    since = time.monotonic()
+    """Called right after a fault (at time.monotonic() `since`, if earlier): waits until every
+    stack fires all of `expected`; any other alert firing on a stack, but `allowed`, fails.
+    What each stack fired, in order."""
+    since = time.monotonic() if since is None else since
     fired: list[dict[str, Fired]] = [{} for _ in stacks]
 
     def all_fired() -> bool:
