@@ -449,10 +449,16 @@ def write_guard(params: Params) -> str:
     return f"{rec(params, 'pg_aio_target:write_ops_per_second')} >= {minimum}"
 
 
+def slower_than_page_cache(params: Params) -> str:
+    """Writes slow enough that their ratio to a baseline is about storage, not CPU."""
+    floor = params["alerts"]["PgAioWriteLatencyRegression"]["min_seconds_per_write"]
+    return f"{rec(params, 'pg_aio_target:write_latency_seconds')} > {floor}"
+
+
 def write_latency_regression(params: Params, p: Params) -> Alert:
     return Alert(
         expr=f"(\n{indent(latency_vs_baseline(params, 'write'))}\n) > {p['factor']}\n"
-        f"and\n{write_guard(params)}",
+        f"and\n{write_guard(params)}\nand\n{slower_than_page_cache(params)}",
         summary="Write latency per byte on {{ $labels.target }} is {{ $value | humanize }}x "
         "its usual level.",
         description="Buffer write time per byte over the last "
@@ -460,7 +466,8 @@ def write_latency_regression(params: Params, p: Params) -> Alert:
         f" (threshold {p['factor']}x): the volume takes longer to absorb writes (dirty page "
         "throttling, a saturated or throttled device).",
         condition=f"buffer write time per byte ({params['alert_window']}) > {p['factor']} x "
-        f"{baseline_words(params)}, at >= {p['min_write_ops_per_second']} writes/s",
+        f"{baseline_words(params)}, at >= {p['min_write_ops_per_second']} writes/s taking > "
+        f"{p['min_seconds_per_write']} s each",
     )
 
 
@@ -497,12 +504,14 @@ def storage_saturated_by_writes(params: Params, p: Params) -> Alert:
     waiting = rec(params, "pg_aio_target:write_wait_sessions")
     wal = rec(params, "pg_aio_target:wal_sync_latency_seconds")
     max_sync = params["alerts"]["PgAioWalSyncLatencyHigh"]["max_seconds_per_sync"]
+    floor = params["alerts"]["PgAioWriteLatencyRegression"]["min_seconds_per_write"]
     # One alert, two symptoms of slow writes; `signal` says which. The value is the sessions
     # waiting: the symptoms (x 0) lend their labels, the waiting sessions their value.
     return Alert(
         expr=f'(\n  label_replace({wal} > {max_sync}, "signal", "wal_sync", "", "")\n'
         f"  or\n  label_replace(\n    (\n{indent(latency_vs_baseline(params, 'write'), 6)}\n    )"
-        f' > {p["latency_factor"]},\n    "signal", "write_latency", "", ""\n  )\n) * 0\n'
+        f" > {p['latency_factor']}\n    and\n    {slower_than_page_cache(params)},\n"
+        '    "signal", "write_latency", "", ""\n  )\n) * 0\n'
         f"+ on (target) group_left ()\n({waiting} > {p['min_write_wait_sessions']})",
         summary='Storage of {{ $labels.target }} is saturated by writes: {{ printf "%.1f" '
         "$value }} sessions waiting on writes.",
@@ -514,7 +523,7 @@ def storage_saturated_by_writes(params: Params, p: Params) -> Alert:
         f"{baseline_words(params)}{{{{ end }}}}. Reads on the same volume slow down with them.",
         condition=f"average sessions waiting on writes > {p['min_write_wait_sessions']} and "
         f"(time per WAL sync > {max_sync} s or buffer write time per byte > "
-        f"{p['latency_factor']} x {baseline_words(params)})",
+        f"{p['latency_factor']} x {baseline_words(params)} at > {floor} s per write)",
     )
 
 

@@ -19,7 +19,7 @@ from cpu import CpuWatch, assert_overruns_explained, backend_pids
 from harness import Exporter, wait_for
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import Workload
-from prometheus import Prometheus
+from prometheus import VERSIONS, Prometheus
 
 GENERATOR = Path(__file__).resolve().parent.parent / "alerts" / "generate.py"
 WINDOW = "15s"
@@ -92,21 +92,38 @@ def short_rules(directory: Path, override: Mapping[str, Any] = SHORT) -> list[Pa
 
 @contextlib.contextmanager
 def alert_stack(server: LocalServer, rules: list[Path]) -> Iterator[Stack]:
-    """The exporter (poll 1 s, sample 500 ms) and Prometheus (scrape and evaluate every 1 s).
+    """The exporter (poll 1 s, sample 500 ms) and Prometheus 2 (scrape and evaluate every 1 s).
     Samples 500 ms apart still fill a 15 s window, and on a busy machine (other jobs, four
     clients on two cores) a sample rarely takes so long that the next is skipped."""
-    exporter = prometheus = None
+    with alert_stacks(server, rules, ("2",)) as stacks:
+        yield stacks[0]
+
+
+@contextlib.contextmanager
+def alert_stacks(
+    server: LocalServer, rules: list[Path], versions: Sequence[str] = VERSIONS
+) -> Iterator[list[Stack]]:
+    """alert_stack's exporter scraped by one Prometheus of each of `versions`, side by side:
+    one Stack per version, in order."""
+    exporter = None
+    proms: list[Prometheus] = []
     try:
         exporter = Exporter(
             "--dsn", server.dsn(), "--poll-interval", "1s", "--sample-interval", "500ms"
         )
-        prometheus = Prometheus(
-            targets=[f"127.0.0.1:{exporter.port}"], rule_files=rules, interval="1s"
-        )
-        yield Stack(server, exporter, prometheus)
+        for version in versions:
+            proms.append(
+                Prometheus(
+                    targets=[f"127.0.0.1:{exporter.port}"],
+                    rule_files=rules,
+                    interval="1s",
+                    version=version,
+                )
+            )
+        yield [Stack(server, exporter, prom) for prom in proms]
     finally:
-        if prometheus:
-            prometheus.stop()
+        for prom in proms:
+            prom.stop()
         if exporter:
             exporter.stop()
 
@@ -115,6 +132,76 @@ def alert_stack(server: LocalServer, rules: list[Path]) -> Iterator[Stack]:
 class Run:
     measured: dict[str, dict[str, float | None]]  # Stack.measure() on "fast" and "slow" storage
     firing: dict[str, dict[str, Any]]  # each expected alert as it was when first seen firing
+
+
+def hold_quiet(stacks: Sequence[Stack], seconds: float, starving: CpuWatch) -> None:
+    """No alert may even be pending on any stack for `seconds`, but an overrunning sampler
+    whose overruns the CPU its processes waited for (`starving`, watched since before the
+    phase) explains: true of a starved host as of a slow sampler."""
+    overruns_before = [overruns(stack.exporter) for stack in stacks]
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for stack, before in zip(stacks, overruns_before, strict=True):
+            alerts = stack.prometheus.alerts()
+            if {a["labels"]["alertname"] for a in alerts} == {"PgAioSamplerOverrunning"}:
+                overran = overruns(stack.exporter) - before
+                assert_overruns_explained(
+                    overran, starving.starved(), stack.exporter.sample_interval
+                )
+                continue
+            assert alerts == [], f"{stack.name}: alert under a normal load: {alerts}"
+        time.sleep(1)
+
+
+@dataclass
+class Fired:
+    after: float  # seconds from the fault to the first evaluation seen firing
+    alert: dict[str, Any]  # as first seen firing: an alert near its threshold may flap later
+
+
+def until_firing(
+    stacks: Sequence[Stack],
+    expected: set[str],
+    allowed: frozenset[str] = frozenset(),
+    timeout: float = 120,
+    since: float | None = None,
+) -> list[dict[str, Fired]]:
+    """Called right after a fault (at time.monotonic() `since`, if earlier): waits until every
+    stack fires all of `expected`; any other alert firing on a stack, but `allowed`, fails.
+    What each stack fired, in order."""
+    since = time.monotonic() if since is None else since
+    fired: list[dict[str, Fired]] = [{} for _ in stacks]
+
+    def all_fired() -> bool:
+        for stack, seen in zip(stacks, fired, strict=True):
+            firing = stack.firing()
+            for name in firing.keys() & (expected | allowed):
+                seen.setdefault(name, Fired(round(time.monotonic() - since, 1), firing[name]))
+            unexpected = firing.keys() - expected - allowed
+            assert not unexpected, f"{stack.name}: {[firing[n] for n in unexpected]}"
+        return all(seen.keys() >= expected for seen in fired)
+
+    try:
+        wait_for(all_fired, timeout, f"alerts {sorted(expected)}", every=1)
+    finally:
+        for stack, seen in zip(stacks, fired, strict=True):
+            print(f"\n{stack.name}: fired after { ({n: f.after for n, f in seen.items()}) }")
+    for seen in fired:
+        for name, f in seen.items():
+            assert f.alert["annotations"]["runbook_url"].endswith(name.lower())
+    return fired
+
+
+def until_resolved(stacks: Sequence[Stack], names: set[str], timeout: float = 90) -> float:
+    """Called right after the fault ends: seconds until none of `names` fires on any stack."""
+    since = time.monotonic()
+    wait_for(
+        lambda: not any(stack.firing().keys() & names for stack in stacks),
+        timeout,
+        f"alerts {sorted(names)} to resolve",
+        every=1,
+    )
+    return round(time.monotonic() - since, 1)
 
 
 def follow_storage(
@@ -136,7 +223,6 @@ def follow_storage(
     starving = CpuWatch(
         lambda: {s.exporter.proc.pid for s in stacks} | set(backend_pids(stacks[0].server.dsn()))
     )
-    overruns_before = [overruns(stack.exporter) for stack in stacks]
     try:
         # The quiet phase only proves something if the alerts' inputs exist and the traffic
         # guard is passed: otherwise "no alert" would be trivially true.
@@ -151,59 +237,21 @@ def follow_storage(
             "recording rules with traffic",
             every=0.5,
         )
-        deadline = time.monotonic() + QUIET_SECONDS
-        while time.monotonic() < deadline:
-            for stack, before in zip(stacks, overruns_before, strict=True):
-                alerts = stack.prometheus.alerts()
-                named = {a["labels"]["alertname"] for a in alerts}
-                if named == {"PgAioSamplerOverrunning"}:
-                    # True of a starved host as of a slow sampler: the test's fault only if
-                    # the CPU its processes waited for does not explain the overruns.
-                    overran = overruns(stack.exporter) - before
-                    assert_overruns_explained(
-                        overran, starving.starved(), stack.exporter.sample_interval
-                    )
-                    continue
-                assert alerts == [], f"{stack.name}: alert under a normal load: {alerts}"
-            time.sleep(1)
+        hold_quiet(stacks, QUIET_SECONDS, starving)
         runs = [Run({"fast": stack.measure()}, {}) for stack in stacks]
 
         slow()
-        slow_since = time.monotonic()
-        fired_after: list[dict[str, float]] = [{} for _ in stacks]
-
-        def all_fired() -> bool:
-            for stack, run, fired in zip(stacks, runs, fired_after, strict=True):
-                firing = stack.firing()
-                for name in firing.keys() & expected:
-                    fired.setdefault(name, round(time.monotonic() - slow_since, 1))
-                    # As first seen firing: an alert near its threshold may flap afterwards.
-                    run.firing.setdefault(name, firing[name])
-                unexpected = firing.keys() - expected
-                assert not unexpected, f"{stack.name}: {[firing[n] for n in unexpected]}"
-            return all(fired.keys() >= expected for fired in fired_after)
-
         try:
-            wait_for(all_fired, 120, f"alerts {sorted(expected)}", every=1)
+            fired = until_firing(stacks, expected)
         finally:
-            for stack, run, fired in zip(stacks, runs, fired_after, strict=True):
+            for stack, run in zip(stacks, runs, strict=True):
                 run.measured["slow"] = stack.measure()
-                print(f"\n{stack.name}: {run.measured}\nfired after {fired}")
-        for run in runs:
-            for alert in run.firing.values():
-                assert alert["annotations"]["runbook_url"].endswith(
-                    alert["labels"]["alertname"].lower()
-                )
+                print(f"\n{stack.name}: {run.measured}")
+        for run, seen in zip(runs, fired, strict=True):
+            run.firing = {name: f.alert for name, f in seen.items()}
 
         fast()
-        fast_since = time.monotonic()
-        wait_for(
-            lambda: not any(stack.firing().keys() & expected for stack in stacks),
-            90,
-            "the alerts to resolve on fast storage",
-            every=1,
-        )
-        print(f"resolved after {time.monotonic() - fast_since:.1f}s")
+        print(f"resolved after {until_resolved(stacks, expected)}s")
     finally:
         workload.stop()
         print(f"e2e phases took {time.monotonic() - started:.1f}s")

@@ -34,6 +34,7 @@ TABLE_MB = 64
 SLOWEST_FIRST = (
     "test_report.py",
     "test_dashboards_e2e.py",
+    "test_writes.py",
     "test_alerts_rules.py",
     "test_cli.py",
     "test_faults.py",

@@ -36,6 +36,7 @@ WT = WriteThresholds(
     min_syncs_per_second=1,
     regression_factor=3,
     min_write_ops_per_second=10,
+    min_seconds_per_write=0.0001,
     max_backend_share=0.5,
     min_backend_writes_per_second=10,
     write_wait_events=frozenset({"WalSync", "WalWrite", "DataFileWrite", "DataFileExtend"}),
@@ -162,6 +163,21 @@ def test_write_latency_regression_against_the_baseline_per_byte():
     # 999 writes in 100 s: below 10/s, not judged
     few = summary(writes=window({CHECKPOINTER: written(ms_each=1.0, count=999)}))
     assert "write_latency_regression" not in judged(few, before)
+
+
+def test_writes_at_page_cache_speed_are_not_judged_whatever_their_ratio():
+    # 10 us per write, then 40 us (4x per byte: client backends writing on contended CPUs, as
+    # measured): no regression, and no write_latency signal with writes waited on either.
+    before = summary(writes=window({CHECKPOINTER: written(ms_each=0.01)}))
+    cached = window({CHECKPOINTER: written(ms_each=0.04)}, w=wal(ms_each=1.0))
+    waits = {("client backend", "IO", "DataFileWrite"): 300}
+    found = judged(summary(act=activity(waits=waits), writes=cached), before)
+    assert not {"write_latency_regression", "storage_saturated_by_writes"} & set(found)
+    # Just above the floor (0.1 ms, 4x): both judged.
+    slow = window({CHECKPOINTER: written(ms_each=0.04 * 2.6)}, w=wal(ms_each=1.0))
+    before = summary(writes=window({CHECKPOINTER: written(ms_each=0.026)}))
+    found = judged(summary(act=activity(waits=waits), writes=slow), before)
+    assert {"write_latency_regression", "storage_saturated_by_writes"} <= set(found)
 
 
 def test_backends_writing_buffers_counts_shared_buffers_only():

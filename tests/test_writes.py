@@ -7,11 +7,17 @@ checkpoint a client made.
 
 End to end on 18: pgbench's own TPC-B-like script (after pgbench -i) writes and commits, the
 write-delay shim (tests/shim/slowwrite.c) slows every fsync/fdatasync below the system call,
-the exporter and a real Prometheus run the shipped rules (short windows, tests/alertstack.py).
-A read-only run (pgbench -S) names no write problem; under a healthy write load no alert is even
-pending; with syncs slowed the WAL sync and write-saturation alerts fire, the report's storage
-verdict names writes, and its time per WAL sync is checked against pgbench's own stopwatch; with
-syncs fast again the alerts resolve. A bulk COPY/INSERT load is checked for its extends and WAL.
+the exporter and Prometheus 2 and 3 side by side run the shipped rules (short windows,
+tests/alertstack.py). A read-only run (pgbench -S) names no write problem; under a healthy
+write load no alert is even pending; with syncs slowed the WAL sync and write-saturation alerts
+fire, the report's storage verdict names writes, and its time per WAL sync is checked against
+pgbench's own stopwatch; with syncs fast again the alerts resolve. A bulk COPY/INSERT load is
+checked for its extends and WAL.
+
+Buffer writes end to end on 18, Prometheus 2 and 3 side by side: clients that must evict dirty
+buffers under a steady pgbench rate; the background writer stopped makes them write the buffers
+themselves (PgAioBackendsWritingBuffers), data-file writes slowed by the shim after a fast
+baseline make writes regress (PgAioWriteLatencyRegression); each fires, then resolves.
 """
 
 from __future__ import annotations
@@ -31,11 +37,22 @@ import psycopg
 import pytest
 
 from alert_rules import load_generator
-from alertstack import SHORT, WINDOW, Stack, alert_stack, short_rules
+from alertstack import (
+    SHORT,
+    WINDOW,
+    Stack,
+    alert_stacks,
+    hold_quiet,
+    short_rules,
+    until_firing,
+    until_resolved,
+)
+from cpu import CpuWatch, backend_pids
 from dashboard_stack import dq
 from harness import Exporter, Samples, labels, wait_for
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir
 from pgbins import bin_dir
+from prometheus import VERSIONS
 from slowwrite import SlowWrites
 from test_alerts_e2e_io_uring import every_value
 
@@ -167,26 +184,55 @@ def write18() -> Iterator[WriteServer]:
 COMMITS = 30
 
 
+# The interval gauges the commits and the checkpoint must set, and the row (backend_type) of
+# the per-row ones: WAL writes and syncs (the commits), the new table's extension (the client
+# backend), the checkpointer's buffer writes and data-file fsyncs (fsync is on).
+INTERVAL_GAUGES = {
+    "pg_aio_wal_sync_latency_seconds": None,
+    "pg_aio_wal_write_latency_seconds": None,
+    "pg_aio_extend_latency_seconds": "client backend",
+    "pg_aio_extend_seconds_per_byte": "client backend",
+    "pg_aio_write_latency_seconds": "checkpointer",
+    "pg_aio_write_seconds_per_byte": "checkpointer",
+    "pg_aio_fsync_latency_seconds": "checkpointer",
+}
+
+
+def of(backend_type: str, gauge: dict[Any, float]) -> float | None:
+    """A per-row interval gauge's highest value among `backend_type`'s rows, if any."""
+    return max(
+        (v for k, v in gauge.items() if dict(k)["backend_type"] == backend_type), default=None
+    )
+
+
 def wal_figures(dsn: str) -> tuple[Samples, Samples, Samples]:
     """The exporter's metrics before COMMITS single-row commits (each syncs WAL) and a
-    CHECKPOINT, the first
-    scrape whose poll interval held them (the interval gauges), and a later one."""
+    CHECKPOINT; each of INTERVAL_GAUGES as first scraped with a value (a gauge covers the one
+    poll interval in which its I/O was counted, which may differ between them: the commits'
+    and the checkpoint's); a later scrape."""
     exporter = Exporter("--dsn", dsn, "--poll-interval", "1s", "--sample-interval", "0")
     try:
         before = exporter.wait_poll(time.time())
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("CREATE TABLE IF NOT EXISTS committed (n int)")
+            conn.execute("DROP TABLE IF EXISTS committed")  # a new table: its first extend
+            conn.execute("CREATE TABLE committed (n int)")
             for n in range(COMMITS):
                 conn.execute("INSERT INTO committed VALUES (%s)", (n,))
             conn.execute("CHECKPOINT")  # a requested checkpoint writes the dirty buffers
-        # The gauges cover one poll interval, the one in which the commits were counted:
-        # scraped often enough to see it.
-        during = wait_for(
-            lambda: (m := exporter.scrape()).get("pg_aio_wal_sync_latency_seconds") and m,
-            15,
-            "WAL interval gauges after the commits",
-            every=0.2,
-        )
+        # Scraped often enough to see each poll interval.
+        during: Samples = {}
+
+        def all_seen() -> bool:
+            scraped = exporter.scrape()
+            for name, gauge in scraped.items():
+                # the wanted row of a per-row gauge (other rows may come first)
+                if name in INTERVAL_GAUGES and (
+                    (row := INTERVAL_GAUGES[name]) is None or of(row, gauge) is not None
+                ):
+                    during.setdefault(name, gauge)
+            return during.keys() >= INTERVAL_GAUGES.keys()
+
+        wait_for(all_seen, 15, f"interval gauges {list(INTERVAL_GAUGES)}", every=0.2)
         time.sleep(1.1)  # the backend reports its I/O when idle, at most once a second
         after = exporter.wait_poll(time.time())
         return before, during, after
@@ -223,6 +269,12 @@ def test_wal_and_checkpoints_have_the_same_names_on_every_version(
     assert grew("pg_aio_checkpoint_buffers_written_total") > 0
     assert during["pg_aio_wal_sync_latency_seconds"][me] > 0
     assert during["pg_aio_wal_write_latency_seconds"][me] > 0
+    # The per-row gauges of the new table's extends and the checkpointer's buffer writes and
+    # data-file fsyncs: the same names on every version (16 and 17 count bytes as op_bytes
+    # blocks).
+    for name, row in INTERVAL_GAUGES.items():
+        if row is not None:
+            assert (of(row, during[name]) or 0) > 0, (name, during[name])
 
 
 # -- end to end on 18 ----------------------------------------------------------------------------
@@ -257,11 +309,6 @@ def unrecorded(stack: Stack, rules_dir: Path) -> list[str]:
     return [name for name in names if not stack.prometheus.query(name)]
 
 
-def write_alerts(stack: Stack) -> dict[str, Any]:
-    """Every alert of the write side in any state, and the read side's storage alerts."""
-    return {a["labels"]["alertname"]: a for a in stack.prometheus.alerts()}
-
-
 def test_slow_syncs_fire_the_write_alerts_and_the_report_names_writes(
     write18: WriteServer, tmp_path: Path
 ) -> None:
@@ -275,64 +322,48 @@ def test_slow_syncs_fire_the_write_alerts_and_the_report_names_writes(
     assert "write" not in read_only["verdict"]["storage"].lower(), read_only["verdict"]
 
     rules = short_rules(tmp_path, WRITE_SHORT)
-    with alert_stack(server, rules) as stack, Bench(dsn, phase="fast") as bench:
+    with alert_stacks(server, rules) as stacks, Bench(dsn, phase="fast") as bench:
+        starving = CpuWatch(lambda: {stacks[0].exporter.proc.pid} | set(backend_pids(dsn)))
         # The quiet phase proves something only once the alert's inputs exist.
         wait_for(
-            lambda: (
+            lambda: all(
                 stack.value(f"pg_aio_target:wal_syncs_per_second:rate{WINDOW} >= 1")
                 and stack.value(f"pg_aio_target:wal_sync_latency_seconds:rate{WINDOW}") is not None
+                for stack in stacks
             ),
             60,
             "WAL sync figures under the write load",
             every=0.5,
         )
-        deadline = time.monotonic() + QUIET_SECONDS
-        while time.monotonic() < deadline:
-            alerts = stack.prometheus.alerts()
-            assert alerts == [], f"alert under a healthy write load: {alerts}"
-            time.sleep(1)
-        fast_sync = stack.value(f"pg_aio_target:wal_sync_latency_seconds:rate{WINDOW}")
+        hold_quiet(stacks, QUIET_SECONDS, starving)
+        fast_sync = stacks[0].value(f"pg_aio_target:wal_sync_latency_seconds:rate{WINDOW}")
 
         slow.set_delay(SYNC_DELAY_US)
         bench.phase = "slow"
         slow_since = time.monotonic()
         slowed = report(dsn)
-        fired_after: dict[str, float] = {}
-
-        def all_fired() -> bool:
-            firing = {n for n, a in write_alerts(stack).items() if a["state"] == "firing"}
-            for name in firing & WRITE_ALERTS:
-                fired_after.setdefault(name, round(time.monotonic() - slow_since, 1))
-            assert firing <= WRITE_ALERTS, f"unexpected alerts: {firing - WRITE_ALERTS}"
-            return fired_after.keys() >= WRITE_ALERTS
-
-        wait_for(all_fired, 90, f"alerts {sorted(WRITE_ALERTS)}", every=1)
-        slow_sync = stack.value(f"pg_aio_target:wal_sync_latency_seconds:rate{WINDOW}")
+        fired = until_firing(stacks, WRITE_ALERTS, since=slow_since)
+        slow_sync = stacks[0].value(f"pg_aio_target:wal_sync_latency_seconds:rate{WINDOW}")
         # A checkpoint: the checkpointer's buffer writes, writebacks and (slowed) fsyncs.
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("CHECKPOINT")
         deadline = time.monotonic() + 30
-        while (empty := empty_write_panels(stack) + unrecorded(stack, tmp_path)) and (
-            time.monotonic() < deadline
-        ):
+        while (
+            empty := [
+                f"{stack.name}: {where}"
+                for stack in stacks
+                for where in empty_write_panels(stack) + unrecorded(stack, tmp_path)
+            ]
+        ) and time.monotonic() < deadline:
             time.sleep(1)
         assert empty == [], f"write row queries or write rules without data: {empty}"
-        saturated = write_alerts(stack)["PgAioStorageSaturatedByWrites"]
-        assert saturated["labels"]["signal"] == "wal_sync"
+        for seen in fired:
+            assert seen["PgAioStorageSaturatedByWrites"].alert["labels"]["signal"] == "wal_sync"
 
         slow.set_delay(0)
         bench.phase = "fast again"
-        fast_since = time.monotonic()
-        wait_for(
-            lambda: (
-                not {n for n, a in write_alerts(stack).items() if a["state"] == "firing"}
-                & WRITE_ALERTS
-            ),
-            90,
-            "the write alerts to resolve",
-            every=1,
-        )
-        resolved_after = round(time.monotonic() - fast_since, 1)
+        resolved_after = until_resolved(stacks, WRITE_ALERTS)
+    fired_after = [{name: f.after for name, f in seen.items()} for seen in fired]
     fast, slowed_run = bench.median("fast"), bench.median("slow")
     print(
         f"\nWAL sync fast {fast_sync} s, slow {slow_sync} s; pgbench fast {fast}, slow"
@@ -382,3 +413,118 @@ def test_bulk_load_extends_and_writes_wal(write18: WriteServer) -> None:
     client = [v for k, v in extends.items() if dict(k)["backend_type"] == "client backend"]
     assert client and all(v > 0 for v in client), extends
     assert after["pg_aio_extend_seconds_per_byte"]
+
+
+# -- buffer writes end to end on 18: who writes, and how fast -----------------------------------
+
+# Shared buffers far smaller than pgbench's tables (scale 5, ~75 MB): every transaction needs
+# free buffers, and dirty ones must be written before reuse. fsync off: the buffer write path
+# alone (WAL syncs are the test above's).
+EVICTING_SETTINGS = {"fsync": "off", "track_io_timing": "on", "shared_buffers": "16MB"}
+EVICTING_SCALE = "5"
+# A steady 300 tps, as production runs: the background writer (defaults: 100 buffers per
+# 200 ms round) then keeps ahead of the clients (measured: they write 1-2% of the buffers).
+# Closed-loop pgbench outruns it at any bgwriter setting (70-75% written by the clients).
+# --latency-limit: a client starved of CPU skips the transactions it is late for rather than
+# catching up in a burst that would outrun the background writer.
+STEADY_LOAD = ("-R", "300", "--latency-limit", "50")
+WRITE_DELAY_US = 1000  # per data-file write of 8 kB or more: ~200x the page cache's ~5 us
+REGRESSION = (
+    f"pg_aio_target:write_seconds_per_byte_by_regime:rate{WINDOW} / quantile_over_time(0.5,"
+    f" pg_aio_target:write_seconds_per_byte_by_regime:rate{WINDOW}[10m])"
+)
+BUFFER_INPUTS = (
+    f"pg_aio_target:write_ops_per_second:rate{WINDOW} >= 10",
+    f"pg_aio_target:backend_write_share:rate{WINDOW}",
+    f"pg_aio_target:write_seconds_per_byte_by_regime:rate{WINDOW}",
+)
+BUFFER_MEASURES = {
+    "client_share": f"pg_aio_target:backend_write_share:rate{WINDOW}",
+    "writes_per_s": f"pg_aio_target:write_ops_per_second:rate{WINDOW}",
+    # Over the last 5 s: at the first firing the alert's window still holds fast writes.
+    "ms_per_write": "pg_aio_target:write_latency_seconds:rate5s * 1e3",
+    # The regression alert's ratio (write time per byte over its baseline), the phase's highest.
+    "max_regression": f"max_over_time(({REGRESSION})[20s:1s])",
+}
+
+
+def set_bgwriter_lru_maxpages(dsn: str, pages: int | None) -> None:
+    """ALTER SYSTEM (None: RESET) and reload: the background writer takes it at once."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if pages is None:
+            conn.execute("ALTER SYSTEM RESET bgwriter_lru_maxpages")
+        else:
+            conn.execute(f"ALTER SYSTEM SET bgwriter_lru_maxpages = {pages}")
+        conn.execute("SELECT pg_reload_conf()")
+
+
+def test_backends_writing_and_slow_writes_fire_and_resolve(tmp_path: Path) -> None:
+    """One server whose clients evict dirty buffers, one steady write load, Prometheus 2 and 3
+    side by side on one exporter. Healthy (the background writer at its defaults): no alert
+    even pending. The background writer stopped (bgwriter_lru_maxpages = 0): the clients write
+    the buffers themselves and PgAioBackendsWritingBuffers fires; reset, it resolves. Data-file
+    writes slowed 1 ms each below the system call after that fast baseline:
+    PgAioWriteLatencyRegression fires; fast again, it resolves."""
+    started = time.monotonic()
+    server = LocalServer.create(settings=EVICTING_SETTINGS)
+    try:
+        slow = SlowWrites(server)
+        server.start()
+        dsn = server.dsn()
+        pgbench("-i", "-s", EVICTING_SCALE, "-q", dsn)
+        rules = short_rules(tmp_path, WRITE_SHORT)
+        with alert_stacks(server, rules) as stacks, Bench(dsn, STEADY_LOAD, "healthy") as bench:
+            starving = CpuWatch(lambda: {stacks[0].exporter.proc.pid} | set(backend_pids(dsn)))
+            measured: dict[str, list[dict[str, float | None]]] = {}
+
+            def measure(phase: str) -> None:
+                measured[phase] = [
+                    {name: stack.value(expr) for name, expr in BUFFER_MEASURES.items()}
+                    for stack in stacks
+                ]
+
+            wait_for(
+                lambda: all(stack.value(e) is not None for stack in stacks for e in BUFFER_INPUTS),
+                60,
+                "buffer write figures under the write load",
+                every=0.5,
+            )
+            hold_quiet(stacks, QUIET_SECONDS, starving)
+            measure("healthy")
+
+            set_bgwriter_lru_maxpages(dsn, 0)
+            bench.phase = "bgwriter off"
+            backends = {"PgAioBackendsWritingBuffers"}
+            fired = until_firing(stacks, backends)
+            measure("bgwriter off")
+            set_bgwriter_lru_maxpages(dsn, None)
+            bench.phase = "bgwriter on"
+            backends_resolved = until_resolved(stacks, backends)
+
+            slow.set_delay(0, WRITE_DELAY_US)
+            bench.phase = "slow writes"
+            regression = {"PgAioWriteLatencyRegression"}
+            fired_slow = until_firing(stacks, regression)
+            measure("slow writes")
+            slow.set_delay(0, 0)
+            bench.phase = "fast writes"
+            regression_resolved = until_resolved(stacks, regression)
+    finally:
+        server.destroy()
+    pgbench_ms = {
+        phase: (bench.median(phase).tps, bench.median(phase).latency_ms) for phase in bench.runs
+    }
+    print(
+        f"\nmeasured {measured}\npgbench (tps, ms) {pgbench_ms}\n"
+        f"BackendsWritingBuffers fired after {[{n: f.after for n, f in s.items()} for s in fired]}"
+        f", resolved after {backends_resolved} s; WriteLatencyRegression fired after"
+        f" {[{n: f.after for n, f in s.items()} for s in fired_slow]}, resolved after"
+        f" {regression_resolved} s; took {time.monotonic() - started:.0f} s"
+    )
+    for at in range(len(VERSIONS)):
+        healthy, off, slowed = (measured[p][at] for p in ("healthy", "bgwriter off", "slow writes"))
+        # The background writer at its defaults keeps ahead; stopped, the clients write all.
+        assert (healthy["client_share"] or 0) < 0.5 < (off["client_share"] or 0), measured
+        # Judged by the shim's own delay: each slowed write waits at least that long.
+        assert (slowed["ms_per_write"] or 0) >= 0.8 * WRITE_DELAY_US / 1e3, measured
+        assert (healthy["ms_per_write"] or 1) < 0.1 * WRITE_DELAY_US / 1e3, measured

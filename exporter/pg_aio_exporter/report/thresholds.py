@@ -19,6 +19,7 @@ class WriteThresholds:
     min_syncs_per_second: float
     regression_factor: float  # PgAioWriteLatencyRegression: per-byte write time x baseline's
     min_write_ops_per_second: float
+    min_seconds_per_write: float  # writes this fast (page cache) are not judged
     max_backend_share: float  # PgAioBackendsWritingBuffers
     min_backend_writes_per_second: float
     write_wait_events: frozenset[str]  # PgAioStorageSaturatedByWrites: IO waits ...
@@ -37,6 +38,7 @@ class WriteThresholds:
             min_syncs_per_second=float(wal["min_syncs_per_second"]),
             regression_factor=float(regression["factor"]),
             min_write_ops_per_second=float(regression["min_write_ops_per_second"]),
+            min_seconds_per_write=float(regression["min_seconds_per_write"]),
             max_backend_share=float(backends["max_backend_share"]),
             min_backend_writes_per_second=float(backends["min_backend_writes_per_second"]),
             write_wait_events=frozenset(saturated["write_wait_events"].split("|")),

@@ -67,10 +67,14 @@ class _Judged:
         return figures.sync_latency_seconds
 
     def write_per_byte(self) -> float | None:
+        """Write time per byte when enough writes were counted, and slow enough, to judge it:
+        writes at page-cache speed are CPU time, whatever their ratio to a baseline."""
         write = self.writes.figures().get("write")
         if write is None or self.writes.per_second(self.writes.total.writes) < (
             self.t.min_write_ops_per_second
         ):
+            return None
+        if write.latency_seconds is None or write.latency_seconds <= self.t.min_seconds_per_write:
             return None
         return write.seconds_per_byte
 
