@@ -274,8 +274,12 @@ class TargetWorker:
         collectors: list[Collector] = [*self._collectors]
         if self._sampler is not None:
             collectors += self._sampler.collectors
-        flush = pg_stat_database.own_flush(version) if self._flush_own_stats else None
+        flush = self._own_flush(version)
         return [sql for _, sql in _runnable(collectors, version)] + ([flush] if flush else [])
+
+    def _own_flush(self, version: int) -> str | None:
+        """The statement that ends each round trip, if this worker flushes its own counts."""
+        return pg_stat_database.own_flush(version) if self._flush_own_stats else None
 
     async def _disconnect(self) -> None:
         conn, self._conn = self._conn, None
@@ -453,8 +457,8 @@ class TargetWorker:
     ) -> list[list[Row] | Exception]:
         """The collectors' statements in one round trip, their results in order."""
         queries = [self._statements[sql] for _, sql in runnable]
-        flush = pg_stat_database.own_flush(conn.info.server_version)
-        if self._flush_own_stats and flush is not None:
+        flush = self._own_flush(conn.info.server_version)
+        if flush is not None:
             return (await run_pipelined(conn, [*queries, self._statements[flush]]))[: len(queries)]
         return await run_pipelined(conn, queries)
 
