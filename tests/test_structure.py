@@ -6,6 +6,8 @@ from what the collectors emit."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ import recorded
 from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.config.targets import RESERVED_LABELS
+from pg_aio_exporter.demo.server import free_port
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG10
 
@@ -107,24 +110,43 @@ def test_a_new_view_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch):
     assert "dummy_label" in registry.labels()
 
 
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported(node: ast.AST, path: Path) -> set[str]:
+    """The names an import statement of the module at `path` imports: `from m import a` gives
+    m and m.a; a relative import (`from . import a`, `from ..poll import worker`) is resolved
+    against the module's package, as Python does."""
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if not isinstance(node, ast.ImportFrom):
+        return set()
+    module = node.module or ""
+    if node.level:
+        package = _module_name(path).split(".")
+        if path.name != "__init__.py":
+            package = package[:-1]  # a module's package; a package is its own
+        base = package[: len(package) - (node.level - 1)]
+        module = ".".join([*base, module] if module else base)
+    found = {module} if node.module else set()
+    found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
 def _imports(path: Path) -> set[str]:
     """The package modules a module imports at its top level (not inside functions)."""
     found = set()
     for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+        found.update(_imported(node, path))
     return {name for name in found if name.startswith("pg_aio_exporter")}
 
 
 def _module_graph() -> dict[str, set[str]]:
     modules = {}
     for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        modules[name] = path
+        modules[_module_name(path)] = path
     graph = {}
     for name, path in modules.items():
         edges = set()
@@ -210,18 +232,14 @@ def _stage(module: str) -> int:
 def _all_imports(path: Path) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+        found.update(_imported(node, path))
     return {name for name in found if name.startswith("pg_aio_exporter")}
 
 
 def test_imports_go_to_earlier_stages_only():
     backwards = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        module = _module_name(path)
         for imported in sorted(_all_imports(path)):
             if _stage(imported) > _stage(module):
                 backwards.append(f"{module} imports {imported}")
@@ -239,6 +257,82 @@ def test_stage_check_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(__import__(__name__), "PACKAGE", fake)
     with pytest.raises(AssertionError, match=r"expose\.metricset imports pg_aio_exporter\.poll"):
         test_imports_go_to_earlier_stages_only()
+
+
+@pytest.mark.parametrize(
+    ("where", "statement"),
+    [
+        ("expose/metricset.py", "from ..poll import worker"),
+        ("expose/metricset.py", "from .. import poll"),
+        ("expose/__init__.py", "from ..poll.worker import TargetWorker"),
+    ],
+)
+def test_stage_check_sees_relative_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, statement: str
+):
+    fake = tmp_path / "pg_aio_exporter"
+    for package in ("", "expose", "poll"):
+        (fake / package).mkdir(parents=True, exist_ok=True)
+        (fake / package / "__init__.py").write_text("")
+    (fake / "poll" / "worker.py").write_text("")
+    (fake / where).write_text(f"def f():\n    {statement}\n")
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", fake)
+    with pytest.raises(AssertionError, match=r"imports pg_aio_exporter\.poll"):
+        test_imports_go_to_earlier_stages_only()
+
+
+def test_cycle_check_sees_relative_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    fake = tmp_path / "pg_aio_exporter"
+    (fake / "collectors").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "collectors" / "__init__.py").write_text("")
+    (fake / "collectors" / "registry.py").write_text("from .. import a\n")
+    (fake / "a.py").write_text("from .collectors import registry\n")
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", fake)
+    with pytest.raises(AssertionError, match="import cycle"):
+        test_no_import_cycle()
+
+
+DAEMON_MODULES = """
+import os, sys, threading, urllib.request
+from pg_aio_exporter.cli import main
+
+def dump():
+    while True:
+        try:
+            urllib.request.urlopen(sys.argv[1], timeout=1).read()
+        except OSError:
+            threading.Event().wait(0.05)
+            continue
+        print("\\n".join(sorted(sys.modules)), flush=True)
+        os._exit(0)
+
+threading.Thread(target=dump, daemon=True).start()
+main(sys.argv[2:])
+"""
+
+
+def test_the_daemon_does_not_import_the_report_or_the_demo():
+    """The exporter, serving (its first poll failed: no server on the port), has loaded no
+    report or demo module: they are imported where they run (docs/performance.md)."""
+    port = free_port()
+    result = subprocess.run(
+        [
+            *(sys.executable, "-c", DAEMON_MODULES, f"http://127.0.0.1:{port}/metrics"),
+            *("--dsn", f"host=127.0.0.1 port={free_port()} user=x connect_timeout=1"),
+            *("--web.listen-address", f"127.0.0.1:{port}", "--log.level", "error"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    modules = result.stdout.split()
+    assert "pg_aio_exporter.poll.worker" in modules, "the daemon was serving"
+    assert [
+        m for m in modules if m.startswith(("pg_aio_exporter.report", "pg_aio_exporter.demo"))
+    ] == []
 
 
 @pytest.mark.parametrize("major", recorded.MAJORS)

@@ -13,7 +13,7 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from pg_aio_exporter import __version__, logs
 from pg_aio_exporter.app import Options, run_exporter
@@ -21,12 +21,12 @@ from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import Target, load_config, parse_duration, target_from_dsn
 from pg_aio_exporter.config.webconfig import WebConfig, load_web_config
-from pg_aio_exporter.report import sidebyside, thresholds
-from pg_aio_exporter.report.command import ReportOptions, SaveFailed, run_report
-from pg_aio_exporter.report.document import load_baseline
-from pg_aio_exporter.report.outcome import FAIL_ON
-from pg_aio_exporter.report.runner import Unreachable
 from pg_aio_exporter.web.server import parse_listen_address
+
+# The report and the demo are imported where they run (report_main, compare_main, main's demo
+# branch): the daemon never loads them (docs/performance.md, its memory).
+if TYPE_CHECKING:
+    from pg_aio_exporter.report.command import ReportOptions
 
 PROG = "pg-aio-exporter"
 MIN_SAMPLE, MAX_SAMPLE = 0.1, 60.0
@@ -213,6 +213,8 @@ def build_demo_parser() -> argparse.ArgumentParser:
 
 
 def build_report_parser() -> argparse.ArgumentParser:
+    from pg_aio_exporter.report.outcome import FAIL_ON  # noqa: PLC0415 (see the imports)
+
     parser = Parser(
         prog=f"{PROG} report",
         description="Watch one server for a while with the exporter's collectors and answer:"
@@ -274,6 +276,9 @@ def report_target(args: argparse.Namespace) -> Target:
 
 
 def report_options(args: argparse.Namespace) -> ReportOptions:
+    from pg_aio_exporter.report.command import ReportOptions  # noqa: PLC0415 (see the imports)
+    from pg_aio_exporter.report.document import load_baseline  # noqa: PLC0415
+
     try:
         duration = parse_duration(args.duration, what="--duration")
         sample = parse_duration(args.sample_interval, what="--sample-interval")
@@ -299,6 +304,9 @@ def report_options(args: argparse.Namespace) -> ReportOptions:
 
 
 def report_main(argv: list[str]) -> int:
+    from pg_aio_exporter.report.command import SaveFailed, run_report  # noqa: PLC0415
+    from pg_aio_exporter.report.runner import Unreachable  # noqa: PLC0415
+
     args = build_report_parser().parse_args(argv)
     target = report_target(args)
     options = report_options(args)
@@ -326,6 +334,8 @@ def build_compare_parser() -> argparse.ArgumentParser:
 
 
 def compare_main(argv: list[str]) -> int:
+    from pg_aio_exporter.report import sidebyside, thresholds  # noqa: PLC0415 (see the imports)
+
     args = build_compare_parser().parse_args(argv)
     if len(args.reports) < 2:
         fail("compare needs at least two saved reports")
