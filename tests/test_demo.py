@@ -69,9 +69,12 @@ def test_demo_serves_growing_bulkread_reads_and_cleans_up(tmp_path: Path):
 
 
 @contextlib.contextmanager
-def make_demo(tmp_path: Path, *args: str) -> Iterator[str]:
-    """`make demo DEMO_ARGS=...` until its URL is printed; yields the URL, then Ctrl-C and
-    checks that the demo cleaned up after itself."""
+def make_demo(
+    tmp_path: Path, *args: str, stop: signal.Signals = signal.SIGINT, until: str = "/metrics"
+) -> Iterator[str]:
+    """`make demo DEMO_ARGS=...` until `until` is in its log (by default its URL is printed);
+    yields the URL, then sends `stop` to its process group (Ctrl-C by default) and checks that
+    the demo cleaned up after itself."""
     port = free_port()
     log_path = tmp_path / "demo.log"
     with log_path.open("w") as log:
@@ -89,22 +92,59 @@ def make_demo(tmp_path: Path, *args: str) -> Iterator[str]:
         )
     try:
         # The first `make demo` of a clone also installs the package with its demo extra.
-        wait_for(lambda: "/metrics" in log_path.read_text(), 300, "the demo to print its URL")
+        wait_for(lambda: until in log_path.read_text(), 300, f"the demo to log {until!r}")
         url = f"http://127.0.0.1:{port}/metrics"
-        assert url in log_path.read_text()
         yield url
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, stop)
         proc.wait(60)
-    # make itself ends by the signal, as under a terminal's Ctrl-C; the demo must still have
-    # cleaned up after itself, without a traceback.
-    assert proc.returncode in (0, -signal.SIGINT)
+    # make itself ends by the signal, as under a terminal's Ctrl-C (or ignores it, as a
+    # background job does SIGINT); the demo must still have cleaned up after itself, without a
+    # traceback.
+    assert proc.returncode in (0, -stop)
     text = log_path.read_text()
-    assert "demo stopped, temp dir removed" in text
+    assert "demo stopped, temp dir removed" in text, text
     assert "Traceback" not in text
     data_dir = re.search(r"data=(\S+)", text)
     assert data_dir, text
     assert not Path(data_dir.group(1)).exists(), "the demo must remove its temp dir"
+
+
+def test_demo_cleans_up_when_killed_while_it_sets_up(tmp_path: Path):
+    """`kill` (SIGTERM to its process group, as a shell's `kill %1` sends) while the demo
+    creates its table: it stops its server and removes its temp dir, as on Ctrl-C."""
+    with make_demo(tmp_path, "--table-mb 400", stop=signal.SIGTERM, until="creating table"):
+        assert "/metrics" not in (tmp_path / "demo.log").read_text(), "stopped too late"
+
+
+# A shell starts a background job (`nohup make test > log 2>&1 &`, cron, CI scripts) with these
+# ignored, and every child inherits that unless it sets its own handler.
+IGNORED = ("INT", "QUIT", "HUP")
+UNDER_IGNORED = (
+    "tests/test_workload_time.py::test_pgbench_stops_when_the_report_is_done",
+    "tests/test_demo.py::test_demo_cleans_up_when_killed_while_it_sets_up",
+)
+
+
+def test_suite_and_demo_stop_their_children_under_a_parent_ignoring_signals():
+    """A part of the suite that stops pgbench, and `make demo` stopped by `kill`, run by a
+    pytest whose parent ignores SIGINT, SIGQUIT and SIGHUP (`trap ''`, as a shell does for
+    `nohup ... &`): they pass as in a terminal."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    pytest_run = shlex.join(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *UNDER_IGNORED]
+    )
+    result = subprocess.run(
+        ["sh", "-c", f"trap '' {' '.join(IGNORED)}; exec {pytest_run}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert f"{len(UNDER_IGNORED)} passed" in result.stdout, result.stdout[-4000:]
 
 
 def scrape(url: str) -> Samples:
