@@ -205,6 +205,87 @@ def test_role_without_pg_monitor_says_what_it_could_not_see(pg18: LocalServer):
     assert doc["reads"]["total"]["reads"] > 0, "pg_stat_io needs no privilege"
 
 
+# Each section's views, made unreadable to a role (the grant PostgreSQL gives PUBLIC revoked),
+# with the collector that reads them: Server, Reads, Sampled activity, Workload, Writes.
+UNREADABLE = {
+    "settings": ("TABLE pg_catalog.pg_settings",),
+    "pg_stat_io": ("TABLE pg_catalog.pg_stat_io",),
+    "activity": ("TABLE pg_catalog.pg_stat_activity",),
+    "pg_stat_statements": (
+        "FUNCTION pg_stat_statements(boolean)",
+        "FUNCTION pg_stat_statements_info()",
+    ),
+    "pg_stat_database": ("TABLE pg_catalog.pg_stat_database",),
+    "pg_stat_wal": ("TABLE pg_catalog.pg_stat_wal",),
+    "checkpointer": ("TABLE pg_catalog.pg_stat_checkpointer",),
+}
+
+
+def test_what_was_not_read_is_neither_off_nor_zero(tmp_path: Path):
+    """A collector of each section fails at every read (permission denied; pg_monitor does
+    not grant these back): the report says not read, judges nothing from it, and finds no
+    track_io_timing_off nor too little traffic, so --fail-on warning exits 0."""
+    server = LocalServer.create(
+        settings={
+            "shared_buffers": "16MB",
+            "track_io_timing": "on",  # on: the report must not call it off
+            "shared_preload_libraries": "pg_stat_statements",
+        }
+    )
+    try:
+        server.start()
+        create_table(server.dsn(), 24)
+        revokes = [
+            f"REVOKE ALL ON {thing} FROM PUBLIC"
+            for things in UNREADABLE.values()
+            for thing in things
+        ]
+        sql(
+            server,
+            "CREATE EXTENSION pg_stat_statements",
+            "CREATE ROLE blind LOGIN IN ROLE pg_monitor",
+            *revokes,
+        )
+        saved = tmp_path / "blind.json"
+        workload = Workload(server.dsn(), clients=1).start()
+        try:
+            result = run_report(
+                *("--dsn", server.dsn(user="blind"), "--duration", "10s"),
+                *("--fail-on", "warning", "--save", str(saved)),
+            )
+        finally:
+            workload.stop()
+    finally:
+        server.destroy()
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = json.loads(saved.read_text())
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["not_read"] == sorted(UNREADABLE), doc["not_visible"]
+    assert findings(doc) == {}, doc["findings"]
+    # Server: no setting taken for off.
+    assert doc["server"]["settings"] == {} and doc["server"]["io_method"] is None
+    text = result.stdout
+    assert "io_method not read" in text and "settings not read" in text
+    assert "track_io_timing off" not in text
+    assert "not read" in doc["verdict"]["io_workers"]
+    # Reads and Writes (pg_stat_io, pg_stat_wal, checkpointer): not read, not 0 reads/s.
+    assert "pg_stat_io was not read" in doc["verdict"]["reads"]
+    assert doc["writes"] is None
+    sections = text.split("\n\n")
+    for title in ("Reads (pg_stat_io)", "Writes (pg_stat_io and WAL)", "Sampled activity"):
+        (section,) = [s for s in sections if s.startswith(title)]
+        assert "not read" in section, section
+    assert "0 reads/s" not in text and "0 MiB/s" not in text
+    # Sampled activity: no wait figure from samples that read no wait.
+    assert "waits were not read" in doc["verdict"]["storage"]
+    assert "sessions wait on reads" not in text
+    # Workload: neither statements nor transactions.
+    assert doc["workload"]["statements"] is None
+    assert "permission denied" in doc["workload"]["statements_note"]
+    assert doc["workload"]["transactions"] is None
+    assert "pg_stat_database was not read" in doc["verdict"]["workload"]
+
+
 # --- slow storage ------------------------------------------------------------------------------
 
 

@@ -87,8 +87,9 @@ class Tap(Protocol):
 
     def polled(self, collector: str, rows: list[Row], read_at: float) -> None: ...
 
-    def sampled(self, samples: int, totals: dict[str, Any]) -> None:
-        """`samples` taken so far; every sample collector's totals() in one mapping."""
+    def sampled(self, samples: int, totals: dict[str, Any], answered: list[str]) -> None:
+        """`samples` taken so far; every sample collector's totals() in one mapping; the
+        sample collectors that answered this sample."""
 
     def failed(self, collector: str, kind: str, message: str) -> None: ...
 
@@ -448,7 +449,7 @@ class TargetWorker:
                 self._succeeded(collector.name)
         if self._tap is not None:
             totals = {k: v for c in sampler.collectors for k, v in c.totals().items()}
-            self._tap.sampled(sampler.samples, totals)
+            self._tap.sampled(sampler.samples, totals, [c.name for c, _ in answered])
         self._publish_samples(current=True)
         return True
 

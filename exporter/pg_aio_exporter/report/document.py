@@ -215,6 +215,7 @@ def to_json(report: Report, thresholds: Thresholds) -> dict[str, Any]:
             else writes.write_wait_sessions(summary.activity, thresholds.writes),
         ),
         "not_visible": list(summary.not_visible),
+        "not_read": list(summary.not_read),
         "findings": [
             {
                 "id": f.id,
@@ -352,6 +353,7 @@ def from_json(doc: Mapping[str, Any]) -> Summary:
         resets=tuple(_epoch(r) for r in window["stats_resets"]),
         restarts=int(window["restarts"]),
         not_visible=tuple(map(str, doc["not_visible"])),
+        not_read=tuple(map(str, doc.get("not_read", ()))),  # written since schema 2
         # Schema 1 had no workload time.
         workload=workload_from_json(doc["workload"]) if doc["schema"] >= 2 else None,
         writes=writes.from_json(doc.get("writes")),

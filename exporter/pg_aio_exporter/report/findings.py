@@ -58,7 +58,8 @@ class Context:
 
     @property
     def sampled(self) -> bool:
-        return self.summary.activity.samples > 0
+        """The sessions' waits were sampled (not merely samples taken: pg_stat_activity read)."""
+        return self.summary.waits_read
 
     def severity(self, alert: str) -> str:
         return self.thresholds.severities[alert]
@@ -106,7 +107,8 @@ Check = Callable[[Context], Finding | None]
 
 def track_io_timing_off(ctx: Context) -> Finding | None:
     server = ctx.summary.server
-    if ctx.summary.timed and server.track_io_timing:
+    # Off when pg_stat_io's reads or pg_settings said so; not read is not off.
+    if ctx.summary.timed and server.track_io_timing is not False:
         return None
     return Finding(
         "track_io_timing_off",
@@ -120,8 +122,8 @@ def track_io_timing_off(ctx: Context) -> Finding | None:
 
 
 def no_read_activity(ctx: Context) -> Finding | None:
-    if ctx.enough_reads or ctx.reads_uncounted() or not ctx.summary.server.has_pg_stat_io:
-        return None
+    if ctx.enough_reads or ctx.reads_uncounted() or not ctx.summary.reads_read:
+        return None  # not read is no "too little"
     minimum = ctx.thresholds.min_read_ops_per_second
     return Finding(
         "no_read_activity",

@@ -71,6 +71,7 @@ class Recorder:
         self.samples = 0
         self.totals: dict[str, Any] = {}  # the sample collectors', by summary.Activity field
         self.failures: dict[str, tuple[str, str]] = {}  # collector -> kind, the last message
+        self.answered: set[str] = set()  # the collectors read at least once in the window
         self.statements = WorkloadWindow()
 
     def start(self) -> None:
@@ -80,8 +81,10 @@ class Recorder:
         self.statements = WorkloadWindow()
         self.wal = WalWindow()
         self.checkpoints = []
+        self.answered = set()
 
     def polled(self, collector: str, rows: list[Row], read_at: float) -> None:
+        self.answered.add(collector)
         if collector == pg_stat_io.PgStatIoCollector.name:
             snapshot = pg_stat_io.read_snapshot(rows)
             if snapshot is not None:
@@ -103,8 +106,20 @@ class Recorder:
         elif collector == pg_stat_database.PgStatDatabaseCollector.name:
             self.statements.observe_databases(rows, read_at)
 
-    def sampled(self, samples: int, totals: dict[str, Any]) -> None:
+    def sampled(self, samples: int, totals: dict[str, Any], answered: list[str]) -> None:
         self.samples, self.totals = samples, totals
+        self.answered.update(answered)
+
+    def not_read(self) -> tuple[str, ...]:
+        """The collectors that failed and were never read in the window: their figures are not
+        read, which is not zero and not off (an absent view is no failure)."""
+        return tuple(
+            sorted(
+                c
+                for c, (kind, _) in self.failures.items()
+                if kind != "absent" and c != "connection" and c not in self.answered
+            )
+        )
 
     def activity(self, sample_interval: float) -> Activity:
         return Activity(samples=self.samples, sample_interval=sample_interval, **self.totals)
@@ -288,6 +303,7 @@ async def measure(
     if not facts.has_pg_stat_io:
         unseen.append("pg_stat_io: needs PostgreSQL 16 or newer: no read figures")
     watched = recorder.activity(sample_interval)
+    not_read = recorder.not_read()
     absent = recorder.failures.get(pg_stat_statements.PgStatStatementsCollector.name)
     if recorder.statements.hidden:
         unseen.append(
@@ -306,10 +322,11 @@ async def measure(
         resets=tuple(recorder.reads.resets),
         restarts=recorder.reads.restarts,
         not_visible=tuple(unseen),
+        not_read=not_read,
         workload=recorder.statements.workload(
             watched.client_sessions() if watched.samples else None,
             watched.samples,
             absent[1] if absent is not None else None,
         ),
-        writes=recorder.writes(),
+        writes=None if pg_stat_io.PgStatIoCollector.name in not_read else recorder.writes(),
     )

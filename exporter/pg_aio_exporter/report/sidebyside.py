@@ -33,7 +33,8 @@ class Column:
     @property
     def name(self) -> str:
         server = self.summary.server
-        return f"{server.version} {server.io_method or 'sync'}"
+        method = server.io_method or ("io_method not read" if server.aio else "sync")
+        return f"{server.version} {method}"
 
 
 def columns(paths: list[str]) -> list[Column]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pg_aio_exporter.collectors.activity import CLIENT, IO_WORKER, WaitKey
+from pg_aio_exporter.collectors.activity import CLIENT, IO_WORKER, ActivityCollector, WaitKey
 from pg_aio_exporter.collectors.intervals import (
     IntervalReads,
     LabelKey,
@@ -17,6 +17,7 @@ from pg_aio_exporter.collectors.intervals import (
     read_figures,
     total,
 )
+from pg_aio_exporter.collectors.pg_stat_io import PgStatIoCollector
 from pg_aio_exporter.report.workload import Workload
 from pg_aio_exporter.report.written import Writes
 from pg_aio_exporter.versions import PG16, PG18
@@ -33,7 +34,7 @@ class ServerFacts:
     version_num: int
     # pg_settings values in base units, keyed like the exporter's gauges without their
     # `pg_settings_` prefix (io_combine_limit_bytes, track_io_timing 0/1, ...); a setting the
-    # server does not have is missing.
+    # server does not have is missing; all are when pg_settings was not read (settings_read).
     settings: Mapping[str, float]
     io_method: str | None  # None before PostgreSQL 18
     io_methods: tuple[str, ...] = ()  # the values this build accepts
@@ -48,8 +49,22 @@ class ServerFacts:
         return self.version_num >= PG16
 
     @property
-    def track_io_timing(self) -> bool:
-        return self.settings.get("track_io_timing") == 1
+    def settings_read(self) -> bool:
+        """pg_settings was read: every server has track_io_timing, so no settings at all means
+        none was read (the role could not see them, or each read failed)."""
+        return "track_io_timing" in self.settings
+
+    @property
+    def track_io_timing(self) -> bool | None:
+        """None: not read, which is neither on nor off."""
+        return self.settings["track_io_timing"] == 1 if self.settings_read else None
+
+    @property
+    def io_method_shown(self) -> str:
+        """io_method in words: "not read" when pg_settings was not, "none" before 18."""
+        if self.io_method is not None:
+            return self.io_method
+        return "not read" if self.aio and not self.settings_read else "none"
 
     @property
     def io_uring_available(self) -> bool:
@@ -174,12 +189,28 @@ class Summary:
     resets: tuple[float, ...] = ()  # pg_stat_io stats_reset values that appeared
     restarts: int = 0
     not_visible: tuple[str, ...] = ()  # what this role could not see, in words
+    # The collectors never read in the window (their failures are in not_visible): what they
+    # measure is not read, neither zero nor off.
+    not_read: tuple[str, ...] = ()
     workload: Workload | None = None  # None: a saved report of schema 1
     writes: Writes | None = None  # the write side (report/writes.py); None: not measured
 
     @property
     def duration(self) -> float:
         return self.ended_at - self.started_at
+
+    def read(self, collector: str) -> bool:
+        return collector not in self.not_read
+
+    @property
+    def reads_read(self) -> bool:
+        """pg_stat_io was read (and is there: PostgreSQL 16+)."""
+        return self.server.has_pg_stat_io and self.read(PgStatIoCollector.name)
+
+    @property
+    def waits_read(self) -> bool:
+        """pg_stat_activity was sampled: the wait figures are measured."""
+        return self.activity.samples > 0 and self.read(ActivityCollector.name)
 
     def reads(self, key: LabelKey) -> Reads:
         return Reads(self.rows[key], self.read_seconds, self.timed)

@@ -75,7 +75,7 @@ def _evidence_value(name: str, value: Any) -> str:
 
 
 def _server(server: ServerFacts) -> list[str]:
-    method = server.io_method or "none (no AIO before PostgreSQL 18)"
+    method = server.io_method_shown + (" (no AIO before PostgreSQL 18)" if not server.aio else "")
     accepted = f" (this build accepts {', '.join(server.io_methods)})" if server.io_methods else ""
     # The collector's list of AIO settings, but the on/off switches: track_io_timing is
     # stated on its own.
@@ -84,8 +84,11 @@ def _server(server: ServerFacts) -> list[str]:
         for s in aio_settings.AIO_SETTINGS
         if s.unit != "bool" and s.key in server.settings
     ]
-    settings.append(f"track_io_timing {'on' if server.track_io_timing else 'off'}")
-    pending = ", ".join(server.pending_restart) or "none"
+    if not server.settings_read:
+        settings.append("settings not read (pg_settings)")
+    else:
+        settings.append(f"track_io_timing {'on' if server.track_io_timing else 'off'}")
+    pending = (", ".join(server.pending_restart) or "none") if server.settings_read else "not read"
     return [
         *_heading("Server"),
         f"{INDENT}PostgreSQL {server.version}, io_method {method}{accepted}",
@@ -133,7 +136,12 @@ def _table(rows: Iterable[tuple[str, list[str]]], header: tuple[str, ...]) -> li
     return out
 
 
+NOT_READ = "not read: see Not visible to this role"
+
+
 def _reads(summary: Summary) -> list[str]:
+    if summary.server.has_pg_stat_io and not summary.reads_read:
+        return [*_heading("Reads (pg_stat_io)"), f"{INDENT}{NOT_READ}"]
     out = _heading(f"Reads (pg_stat_io, counted over {units.duration(summary.read_seconds)})")
     keys = summary.reading_rows()
     if not keys:
@@ -143,13 +151,31 @@ def _reads(summary: Summary) -> list[str]:
     return out + _table(rows, READ_COLUMNS)
 
 
-def _activity(activity: Activity, thresholds: Thresholds) -> list[str]:
+def _activity(summary: Summary, thresholds: Thresholds) -> list[str]:
+    activity = summary.activity
     out = _heading(
         f"Sampled activity ({activity.samples} samples,"
         f" every {units.duration(activity.sample_interval)})"
     )
     if not activity.samples:
         return [*out, f"{INDENT}no sample taken"]
+    if summary.waits_read:
+        out += _waits(activity, thresholds)
+    else:
+        out.append(f"{INDENT}sessions' waits (pg_stat_activity) {NOT_READ}")
+    operations = activity.operations()
+    if operations:
+        depth = "; ".join(
+            f"{op} average {activity.in_flight_average(op):.2f}, max"
+            f" {activity.in_flight_max.get(op, 0)}"
+            for op in operations
+        )
+        out.append(f"{INDENT}in-flight AIO handles (pg_aios): {depth}")
+    return out
+
+
+def _waits(activity: Activity, thresholds: Thresholds) -> list[str]:
+    out = []
     top = activity.top(TOP_WAITS)
     out.append(f"{INDENT}average active sessions by wait event (CPU = on CPU)")
     if not top:
@@ -174,14 +200,6 @@ def _activity(activity: Activity, thresholds: Thresholds) -> list[str]:
             ],
             INDENT,
         )
-    operations = activity.operations()
-    if operations:
-        depth = "; ".join(
-            f"{op} average {activity.in_flight_average(op):.2f}, max"
-            f" {activity.in_flight_max.get(op, 0)}"
-            for op in operations
-        )
-        out.append(f"{INDENT}in-flight AIO handles (pg_aios): {depth}")
     return out
 
 
@@ -191,7 +209,7 @@ def _comparison(report: Report) -> list[str]:
         return []
     out = _heading(
         f"Comparison with the baseline (PostgreSQL {base.server.version}, io_method"
-        f" {base.server.io_method or 'none'}, {units.timestamp(base.started_at)})"
+        f" {base.server.io_method_shown}, {units.timestamp(base.started_at)})"
     )
     for row in rows:
         out.append(f"{INDENT}{_labels(row.key)}")
@@ -203,6 +221,8 @@ def _comparison(report: Report) -> list[str]:
 
 
 def _writes(summary: Summary, thresholds: Thresholds) -> list[str]:
+    if summary.writes is None and summary.server.has_pg_stat_io and not summary.reads_read:
+        return [*_heading("Writes (pg_stat_io and WAL)"), f"{INDENT}{NOT_READ}"]
     lines = writes.text_lines(summary, thresholds.writes, INDENT)
     if not lines:
         return []
@@ -276,7 +296,7 @@ def render(report: Report, thresholds: Thresholds) -> str:
         *_server(summary.server),
         *_workload(summary),
         *_reads(summary),
-        *_activity(summary.activity, thresholds),
+        *_activity(summary, thresholds),
         *_writes(summary, thresholds),
     ]
     if summary.not_visible:

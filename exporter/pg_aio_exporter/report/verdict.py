@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pg_aio_exporter.collectors.pg_stat_database import PgStatDatabaseCollector
 from pg_aio_exporter.report import units, writes
 from pg_aio_exporter.report.findings import Context, Finding
 from pg_aio_exporter.report.workload import STATEMENTS, Workload, WorkloadComparison
@@ -17,24 +18,37 @@ class Verdict:
     io_workers: str  # is the io worker pool big enough?
 
 
+DATABASE = PgStatDatabaseCollector.name
+
+
 def _by_id(found: list[Finding]) -> dict[str, Finding]:
     return {f.id: f for f in found}
+
+
+def _reads_not_judged(ctx: Context, found: dict[str, Finding], volume: str) -> str | None:
+    server = ctx.summary.server
+    if not server.has_pg_stat_io:
+        return f"Not judged: PostgreSQL {server.version} has no pg_stat_io (16 and newer do)."
+    if not ctx.summary.reads_read:
+        return "Not judged: pg_stat_io was not read (Not visible to this role, below)."
+    if "reads_not_yet_counted" in found:
+        return (
+            f"Not judged: the reads of queries still running were not counted yet ({volume}"
+            " counted); the sampled waits below include them."
+        )
+    if ctx.summary.total.figures is None or not ctx.enough_reads:
+        return f"Not judged: too little read traffic ({volume})."
+    return None
 
 
 def reads(ctx: Context, found: dict[str, Finding]) -> str:
     total = ctx.summary.total
     figures = total.figures
     volume = f"{units.rate(total.reads_per_second)} reads/s, {units.mib(total.bytes_per_second)}/s"
-    server = ctx.summary.server
-    if not server.has_pg_stat_io:
-        return f"Not judged: PostgreSQL {server.version} has no pg_stat_io (16 and newer do)."
-    if "reads_not_yet_counted" in found:
-        return (
-            f"Not judged: the reads of queries still running were not counted yet ({volume}"
-            " counted); the sampled waits below include them."
-        )
-    if figures is None or not ctx.enough_reads:
-        return f"Not judged: too little read traffic ({volume})."
+    not_judged = _reads_not_judged(ctx, found, volume)
+    if not_judged is not None:
+        return not_judged
+    assert figures is not None
     shape = (
         f"{units.size(figures.size_bytes)} per read, hit ratio {units.fraction(figures.hit_ratio)}"
     )
@@ -51,7 +65,7 @@ def reads(ctx: Context, found: dict[str, Finding]) -> str:
     ratio = figures.seconds_per_byte / before.seconds_per_byte
     against = (
         f" Against the baseline (PostgreSQL {base.server.version}, io_method"
-        f" {base.server.io_method or 'none'}: {units.per_mib(before.seconds_per_byte)},"
+        f" {base.server.io_method_shown}: {units.per_mib(before.seconds_per_byte)},"
         f" {units.size(before.size_bytes)} per read)"
     )
     if "read_latency_regression" in found and found["read_latency_regression"].severity == "info":
@@ -83,6 +97,8 @@ def storage(ctx: Context, found: dict[str, Finding]) -> str:
 def read_storage(ctx: Context, found: dict[str, Finding]) -> str:
     if "storage_saturated" in found:
         return found["storage_saturated"].summary
+    if ctx.summary.activity.samples and not ctx.sampled:
+        return "Not judged: the sessions' waits were not read (Not visible to this role, below)."
     if not ctx.sampled:
         return "Not judged: no sample of the sessions' waits was taken."
     activity = ctx.summary.activity
@@ -109,6 +125,8 @@ def io_workers(ctx: Context, found: dict[str, Finding]) -> str:
     server, activity = ctx.summary.server, ctx.summary.activity
     if not server.aio:
         return f"PostgreSQL {server.version} has no asynchronous I/O, so no io worker pool."
+    if not server.settings_read:
+        return "Not judged: io_method was not read (pg_settings, under Not visible)."
     if server.io_method != "worker":
         return f"io_method is {server.io_method}: no io worker pool is involved."
     if "io_worker_pool_saturated" in found:
@@ -173,7 +191,7 @@ def _against(ctx: Context, cmp: WorkloadComparison) -> str:
         )
     return (
         f"{head} than the baseline (PostgreSQL {base.server.version}, io_method"
-        f" {base.server.io_method or 'none'}), by {what}: {units.ms(cmp.after)} against"
+        f" {base.server.io_method_shown}), by {what}: {units.ms(cmp.after)} against"
         f" {units.ms(cmp.before)}{reads_part}."
     )
 
@@ -184,6 +202,8 @@ def workload(ctx: Context) -> str:
     if work is None:
         return "Not judged: this saved report predates workload time (schema 1)."
     now = _this_window(work)
+    if work.db_time_per_transaction is None and not ctx.summary.read(DATABASE):
+        now = now.removesuffix(".") + "; pg_stat_database was not read (Not visible, below)."
     cmp = ctx.workload()
     if cmp is not None:
         return _against(ctx, cmp) + " " + now

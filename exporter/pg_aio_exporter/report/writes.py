@@ -473,7 +473,7 @@ def text_lines(summary: Summary, t: WriteThresholds | None, indent: str) -> list
                 f"{k} {units.rate(writes.per_second(v))}" for k, v in sorted(by_type.items())
             )
         )
-    if t is not None and summary.activity.samples:
+    if t is not None and summary.waits_read:
         waits = write_wait_sessions(summary.activity, t)
         shown = ", ".join(
             f"{k} {units.sessions(v)}" for k, v in sorted(waits.items(), key=lambda kv: -kv[1])
