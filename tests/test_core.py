@@ -139,7 +139,10 @@ def test_server_down_scrapes_stay_fast_and_recover():
         first = wait_for(down, 10, "pg_up 0")
         errors = "pg_aio_exporter_poll_errors_total"
         key = labels(target="default", collector="connection", kind="connection")
-        time.sleep(2.5)
+        # The error counter keeps rising while the server is down (a reconnect each poll).
+        wait_for(
+            lambda: exp.scrape()[errors][key] > first[errors][key], 10, "the error counter rising"
+        )
         durations = []
         watch = CpuWatch(lambda: [exp.proc.pid, os.getpid()])
         for _ in range(20):

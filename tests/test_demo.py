@@ -12,7 +12,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,10 +153,12 @@ def scrape(url: str) -> Samples:
 
 def growing_bulkread_reads(url: str) -> Samples:
     first = wait_for(lambda: scrape(url).get("pg_stat_io_reads_total", {}).get(BULK), 30, "reads")
-    time.sleep(3)
-    later = scrape(url)
-    assert later["pg_stat_io_reads_total"][BULK] > first
-    return later
+
+    def grown() -> Samples | None:
+        later = scrape(url)
+        return later if later["pg_stat_io_reads_total"][BULK] > first else None
+
+    return wait_for(grown, 30, "bulkread reads growing")
 
 
 def test_demo_with_io_uring(tmp_path: Path):

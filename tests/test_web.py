@@ -21,7 +21,7 @@ import pytest
 from certs import Certs
 from cpu import CpuWatch
 from deploy_files import final_stage, health_port, one, run
-from harness import Exporter, labels
+from harness import Exporter, labels, wait_for
 from pg_aio_exporter.demo.server import LocalServer, free_port
 from pg_aio_exporter.web.server import wants_gzip
 
@@ -201,8 +201,10 @@ def test_tls(pg18: LocalServer, certs: Certs, tmp_path: Path):
             assert time.perf_counter() - started < 0.5 + starved.seconds, str(starved)
         with pytest.raises(OSError):  # plain HTTP to the TLS port: the server hangs up
             urllib.request.urlopen(f"http://127.0.0.1:{exp.port}/metrics", timeout=5)
-        time.sleep(0.2)  # the handler thread logs after hanging up
-        log = exp.logs()
+        # The handler thread logs after hanging up.
+        log = wait_for(
+            lambda: 'msg="request failed"' in (text := exp.logs()) and text, 5, "the failure logged"
+        )
         assert "Traceback" not in log, log
         assert all(line.startswith("ts=") for line in log.splitlines()), log
         assert log.count('msg="request failed"') == 1, log  # in the log format, at debug

@@ -6,7 +6,6 @@ from __future__ import annotations
 import http.client
 import socket
 import ssl
-import time
 import urllib.request
 from pathlib import Path
 
@@ -155,7 +154,14 @@ def test_client_allowed_sans(pg18: LocalServer, certs: Certs, tmp_path: Path):
 
 @pytest.mark.unit
 def test_rate_limit_is_a_token_bucket():
-    limit = RateLimit(interval=0.2, burst=3)
+    now = [1000.0]  # the bucket's clock, moved by hand: no wall clock, no sleep
+    limit = RateLimit(interval=0.2, burst=3, clock=lambda: now[0])
     assert [limit.allow() for _ in range(4)] == [True, True, True, False]
-    time.sleep(0.25)
+    now[0] += 0.25  # one token and a quarter
     assert [limit.allow() for _ in range(2)] == [True, False]
+    now[0] += 0.14  # 0.05 + 0.14 = 0.19 s: still less than one token
+    assert not limit.allow()
+    now[0] += 0.02
+    assert limit.allow()
+    now[0] += 60  # a long pause refills up to the burst, no more
+    assert [limit.allow() for _ in range(4)] == [True, True, True, False]

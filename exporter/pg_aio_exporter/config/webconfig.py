@@ -36,6 +36,7 @@ import ssl
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,16 +155,17 @@ class RateLimit:
 
     interval: float
     burst: int
+    clock: Callable[[], float] = time.monotonic  # seconds; a test gives its own
     _tokens: float = 0.0
     _at: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        self._tokens, self._at = float(self.burst), time.monotonic()
+        self._tokens, self._at = float(self.burst), self.clock()
 
     def allow(self) -> bool:
         with self._lock:
-            now = time.monotonic()
+            now = self.clock()
             self._tokens = min(self.burst, self._tokens + (now - self._at) / self.interval)
             self._at = now
             if self._tokens < 1:
