@@ -19,7 +19,7 @@ from pg_aio_exporter.collectors.intervals import (
 )
 from pg_aio_exporter.report.workload import Workload
 from pg_aio_exporter.report.written import Writes
-from pg_aio_exporter.versions import PG16, PG18
+from pg_aio_exporter.versions import PG16, PG18, PG19
 
 BLOCK_BYTES = 8192  # what one uncombined read covers (PostgreSQL's default block size)
 SUBMISSION_QUEUE = ("LWLock", "AioWorkerSubmissionQueue")
@@ -54,6 +54,16 @@ class ServerFacts:
     @property
     def io_uring_available(self) -> bool:
         return "io_uring" in self.io_methods
+
+    @property
+    def self_sizing_pool(self) -> bool:
+        """PostgreSQL 19 sizes the io worker pool itself, up to io_max_workers (no io_workers)."""
+        return self.version_num >= PG19 and "io_max_workers" in self.settings
+
+    @property
+    def pool_setting(self) -> str:
+        """The setting that bounds the io worker pool: what advice names."""
+        return "io_max_workers" if self.self_sizing_pool else "io_workers"
 
 
 @dataclass(frozen=True)
@@ -140,6 +150,23 @@ class Activity:
     @property
     def io_worker_utilization(self) -> float | None:
         return self.io_worker_busy / self.io_worker_slots if self.io_worker_slots else None
+
+    @property
+    def pool_average(self) -> float | None:
+        """io workers running, on average over the samples (the live pool)."""
+        if not (self.io_worker_slots and self.samples):
+            return None
+        return self.io_worker_slots / self.samples
+
+    def pool_share(self, io_max_workers: float) -> float | None:
+        """The live pool's average size against io_max_workers (PostgreSQL 19)."""
+        pool = self.pool_average
+        return None if pool is None or io_max_workers <= 0 else pool / io_max_workers
+
+    def max_utilization(self, io_max_workers: float) -> float | None:
+        """Busy io workers on average against io_max_workers: the pool's room to grow."""
+        busy = self.busy_io_workers
+        return None if busy is None or io_max_workers <= 0 else busy / io_max_workers
 
     @property
     def busy_io_workers(self) -> float | None:
