@@ -345,9 +345,11 @@ def io_worker_pool_saturated(ctx: Context) -> Finding | None:
         " worker queue is full",
     }
     reasons = "; ".join(said[s] for s in signals)
+    # On 19 the names say what is measured: workers running, not a setting called io_workers.
+    running = "running_io_workers" if server.self_sizing_pool else "io_workers"
     evidence: dict[str, Any] = {
         "signals": signals,
-        "io_workers": workers,
+        running: workers,
         "io_worker_utilization": activity.io_worker_utilization,
         "max_utilization": t.max_utilization,
         "submission_queue_sessions": activity.submission_queue_sessions,
@@ -356,7 +358,7 @@ def io_worker_pool_saturated(ctx: Context) -> Finding | None:
         "max_sync_read_sessions": t.max_sync_read_sessions,
         "submitted_io_average": activity.submitted_average,
         "pool_demand_workers": demand,
-        "suggested_io_workers": suggested,
+        f"suggested_{server.pool_setting}": suggested,
     }
     if server.self_sizing_pool:
         ceiling = server.settings["io_max_workers"]

@@ -113,7 +113,7 @@ def io_workers(ctx: Context, found: dict[str, Finding]) -> str:
         return f"io_method is {server.io_method}: no io worker pool is involved."
     if "io_worker_pool_saturated" in found:
         finding = found["io_worker_pool_saturated"]
-        suggested = finding.evidence["suggested_io_workers"]
+        suggested = finding.evidence[f"suggested_{server.pool_setting}"]
         return finding.summary + (
             f" Raise {server.pool_setting} to {suggested}." if suggested is not None else ""
         )
