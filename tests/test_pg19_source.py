@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from harness import Samples, labels, parse
-from pg_aio_exporter.collectors import activity, settings
+from pg_aio_exporter.collectors import activity, pg_wait_events, settings
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.report import text, thresholds
 from pg_aio_exporter.report.outcome import Report, judge
@@ -49,7 +49,13 @@ def sampled(scenario: str) -> tuple[activity.ActivityCollector, Activity]:
     for _ in range(case["repeat"]):
         collector.observe(case["activity"], data["server_version_num"])
     collector.roll_window()
-    return collector, Activity(samples=case["repeat"], sample_interval=1.0, **collector.totals())
+    seen = Activity(
+        samples=case["repeat"],
+        sample_interval=1.0,
+        wait_classes=pg_wait_events.classes(data["pg_wait_events"]),
+        **collector.totals(),
+    )
+    return collector, seen
 
 
 def report(scenario: str, *, major: int = 19) -> Report:
@@ -148,3 +154,33 @@ def test_a_busy_pool_below_io_max_workers_is_growing_on_19_and_too_small_on_18()
     assert pool.evidence["signals"] == ["utilization", "submission_queue"]
     assert "ALTER SYSTEM SET io_workers = " in pool.advice
     assert "io_max_workers" not in said(on_18)
+
+
+def test_wait_classes_come_from_the_server():
+    catalogue = pg_wait_events.classes(source()["pg_wait_events"])
+    # 19's class Buffer (BufferPin and LWLock/BufferContent before), and WaitForWal* in IPC.
+    assert {e for e, c in catalogue.items() if c == "Buffer"} == {
+        "BufferCleanup",
+        "BufferShared",
+        "BufferShareExclusive",
+        "BufferExclusive",
+    }
+    assert pg_wait_events.class_of("WaitForWalFlush", catalogue) == "IPC"
+    assert pg_wait_events.class_of("BufferExclusive", {}) is None  # 16's fixed table: unknown
+    assert pg_wait_events.class_of("DataFileRead", {}) == "IO"
+    assert pg_wait_events.PgWaitEventsCollector().query(160000) is None
+
+
+def test_buffer_waits_are_counted_in_their_own_class_not_as_reads():
+    _, seen = sampled("pinned")
+    # The samples: 6 clients on IO/AioIoCompletion, 1 on LWLock/AioWorkerSubmissionQueue,
+    # 1 on Buffer/BufferExclusive, every sample.
+    assert seen.sessions(("client backend", "Buffer", "BufferExclusive")) == 1
+    events = thresholds.load().io_wait_events
+    assert seen.read_wait_sessions(events) == 6
+    assert seen.submission_queue_sessions == 1
+    assert seen.active_sessions() == 8
+    # A server that put an event the report names in another class is followed: the sampled
+    # AioIoCompletion waits are reads only while the catalogue says IO.
+    moved = replace(seen, wait_classes={**seen.wait_classes, "AioIoCompletion": "IPC"})
+    assert moved.read_wait_sessions(events) == 0

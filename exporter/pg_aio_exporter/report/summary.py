@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pg_aio_exporter.collectors import pg_wait_events
 from pg_aio_exporter.collectors.activity import CLIENT, IO_WORKER, WaitKey
 from pg_aio_exporter.collectors.intervals import (
     IntervalReads,
@@ -22,8 +23,8 @@ from pg_aio_exporter.report.written import Writes
 from pg_aio_exporter.versions import PG16, PG18, PG19
 
 BLOCK_BYTES = 8192  # what one uncombined read covers (PostgreSQL's default block size)
-SUBMISSION_QUEUE = ("LWLock", "AioWorkerSubmissionQueue")
-SYNC_READ = ("IO", "DataFileRead")
+SUBMISSION_QUEUE = "AioWorkerSubmissionQueue"  # an LWLock
+SYNC_READ = "DataFileRead"  # an IO wait
 SUBMITTED = "SUBMITTED"  # pg_aios state
 
 
@@ -108,6 +109,16 @@ class Activity:
     # operation
     in_flight: Mapping[tuple[str, str], int] = field(default_factory=dict)
     in_flight_max: Mapping[str, int] = field(default_factory=dict)
+    # pg_wait_events (17+): each event's class as this server names it; empty before 17 and in
+    # a saved report, where pg_wait_events.FIXED places the events the report names.
+    wait_classes: Mapping[str, str] = field(default_factory=dict)
+
+    def wait_class(self, event: str) -> str | None:
+        return pg_wait_events.class_of(event, self.wait_classes)
+
+    def _named(self, key: WaitKey, events: frozenset[str] | set[str]) -> bool:
+        """A sampled wait is one of `events` in the class the server gives it."""
+        return key[2] in events and key[1] == self.wait_class(key[2])
 
     def sessions(self, key: WaitKey) -> float:
         return self.wait_samples.get(key, 0) / self.samples if self.samples else 0.0
@@ -129,7 +140,7 @@ class Activity:
         return sum(
             self.sessions(k)
             for k in self.wait_samples
-            if k[0] != IO_WORKER and k[1] == "IO" and k[2] in io_wait_events
+            if k[0] != IO_WORKER and self._named(k, io_wait_events)
         )
 
     def read_wait_share(self, io_wait_events: frozenset[str]) -> float | None:
@@ -138,14 +149,16 @@ class Activity:
 
     @property
     def submission_queue_sessions(self) -> float:
-        return sum(self.sessions(k) for k in self.wait_samples if k[1:] == SUBMISSION_QUEUE)
+        return sum(
+            self.sessions(k) for k in self.wait_samples if self._named(k, {SUBMISSION_QUEUE})
+        )
 
     @property
     def sync_read_sessions(self) -> float:
         """Client backends reading by themselves. Under io_method=worker, PostgreSQL 18 does so
         when the io worker queue is full, and also for single-block reads it waits for at once
         (index lookups), whatever the pool's load."""
-        return self.sessions((CLIENT, *SYNC_READ))
+        return self.sessions((CLIENT, self.wait_class(SYNC_READ) or "IO", SYNC_READ))
 
     @property
     def io_worker_utilization(self) -> float | None:
