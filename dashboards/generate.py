@@ -264,10 +264,15 @@ def single(
     return panel
 
 
+def _selected(metrics: str) -> str:
+    """`a or b` (a setting renamed between versions) with the target selector on each."""
+    return " or ".join(f"{name}{{{T}}}" for name in metrics.split(" or "))
+
+
 def setting_stats(g: Grid, width: int, specs: Sequence[tuple[str, str, str, str]]) -> list[Any]:
     """One stat per (title, metric, unit, description): each target's value of a setting."""
     return [
-        g.place(single(title, description, [Q(f"{metric}{{{T}}}", "{{target}}")], unit), width, 4)
+        g.place(single(title, description, [Q(_selected(metric), "{{target}}")], unit), width, 4)
         for title, metric, unit, description in specs
     ]
 
