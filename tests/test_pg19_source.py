@@ -141,6 +141,9 @@ def test_pool_pinned_at_io_max_workers_names_io_max_workers():
     assert "raise io_min_workers too (now 2)" in pool.advice
     assert "one every 100 ms" in pool.advice  # io_worker_launch_interval
     assert "Raise io_max_workers to 10" in result.verdict.io_workers
+    shown = text.render(result, thresholds.load())
+    assert "io_worker_idle_timeout 1m 0s" in shown  # 60000 ms
+    assert "io_worker_launch_interval 0.1 s" in shown  # 100 ms
     assert not IO_WORKERS.search(said(result)), said(result)
 
 
