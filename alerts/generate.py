@@ -32,6 +32,8 @@ from promql import (
     in_flight_bytes,
     in_flight_depth,
     io_formulas,
+    io_worker_max_utilization,
+    io_worker_pool_share,
     io_worker_utilization,
     wal_formulas,
     without,
@@ -204,6 +206,8 @@ def sampler_rules(params: Params, window: str) -> list[Recording]:
         Recording(f"pg_aio:{f.name}:rate{window}", labels, f.meaning, f.expr)
         for f, labels in (
             (io_worker_utilization(scope), "target"),
+            (io_worker_pool_share(scope), "target"),
+            (io_worker_max_utilization(scope), "target"),
             (active_sessions(scope), "target, backend_type, wait_event_type, wait_event"),
             (in_flight_depth(scope), "target, state, operation"),
             (in_flight_bytes(scope), "target, operation"),
@@ -411,20 +415,39 @@ def worker_pool_saturated(params: Params, p: Params) -> Alert:
         rec(params, "pg_aio:active_sessions")
         + '{wait_event_type="LWLock", wait_event="AioWorkerSubmissionQueue"}'
     )
-    # One alert, two symptoms; the `signal` label tells them apart in the notification.
+    busy = f"{utilization} > {p['max_utilization']}"
+    queueing = f"sum {without(WAIT_LABELS)} ({queue})\n  > {p['max_submission_queue_sessions']}"
+    # PostgreSQL 19 grows the pool by itself while work queues: a busy pool below
+    # io_max_workers is one that is growing. Its signal is the pool pinned at the ceiling
+    # while reads queue; the two PostgreSQL 18 signals stay for servers without io_max_workers.
+    sized_by_hand = f"unless\n  {series(params, 'pg_settings_io_max_workers')}"
+    pinned = (
+        f"{rec(params, 'pg_aio:io_worker_pool_share')} >= {p['min_pool_share']}\n"
+        f"  and\n  (\n    {busy}\n    or\n    {queueing.replace(chr(10), chr(10) + '  ')}\n  )"
+    )
+    # One alert, several symptoms; the `signal` label tells them apart in the notification.
     return Alert(
-        expr=f"label_replace(\n  {utilization} > {p['max_utilization']},\n"
+        expr=f"label_replace(\n  {busy}\n  {sized_by_hand},\n"
         '  "signal", "utilization", "", ""\n)\nor\nlabel_replace(\n'
-        f"  sum {without(WAIT_LABELS)} ({queue})\n  > {p['max_submission_queue_sessions']},\n"
-        '  "signal", "submission_queue", "", ""\n)',
+        f"  {queueing}\n  {sized_by_hand},\n"
+        '  "signal", "submission_queue", "", ""\n)\nor\nlabel_replace(\n'
+        f"  {pinned},\n"
+        '  "signal", "pool_pinned", "", ""\n)',
         summary="The io worker pool of {{ $labels.target }} is saturated.",
         description='{{ if eq $labels.signal "utilization" }}io workers are busy '
         "{{ $value | humanizePercentage }} of the time"
+        '{{ else if eq $labels.signal "pool_pinned" }}the pool is pinned at io_max_workers '
+        "({{ $value | humanizePercentage }} of it running on average) while reads queue "
+        f"(io workers busy above {p['max_utilization']} or sessions waiting for the submission "
+        "queue): raise io_max_workers"
         '{{ else }}{{ printf "%.2f" $value }} sessions on average wait for the io worker '
         "submission queue (LWLock AioWorkerSubmissionQueue){{ end }} over the last "
         f"{params['alert_window']}.",
-        condition=f"io worker utilization > {p['max_utilization']}, or average sessions "
-        f"waiting on LWLock/AioWorkerSubmissionQueue > {p['max_submission_queue_sessions']}",
+        condition=f"PostgreSQL 18: io worker utilization > {p['max_utilization']}, or average "
+        f"sessions waiting on LWLock/AioWorkerSubmissionQueue > "
+        f"{p['max_submission_queue_sessions']}; PostgreSQL 19 (io_max_workers): pool pinned at "
+        f"io_max_workers (average running / io_max_workers >= {p['min_pool_share']}) while reads "
+        "queue (either of those)",
     )
 
 

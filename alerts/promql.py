@@ -93,6 +93,27 @@ def io_formulas(scope: Scope, *row: str, per_target: bool = False) -> dict[str, 
     return {f.name: f for f in formulas}
 
 
+def io_worker_pool_share(scope: Scope) -> Formula:
+    """PostgreSQL 19 sizes the pool itself up to io_max_workers: the live pool's average size
+    as a share of that ceiling. No value before 19 (no io_max_workers)."""
+    return Formula(
+        "io_worker_pool_share",
+        "average io workers running / io_max_workers (PostgreSQL 19; 1 = pinned at the ceiling)",
+        f"{scope.rate('pg_aio_io_worker_samples_total')}\n/\n{samples(scope)}\n/\n"
+        f"{scope.series('pg_settings_io_max_workers')}",
+    )
+
+
+def io_worker_max_utilization(scope: Scope) -> Formula:
+    """Busy io workers on average against io_max_workers, the most PostgreSQL 19 will run."""
+    return Formula(
+        "io_worker_max_utilization",
+        "average busy io workers / io_max_workers (PostgreSQL 19)",
+        f"{scope.rate('pg_aio_io_worker_busy_samples_total')}\n/\n{samples(scope)}\n/\n"
+        f"{scope.series('pg_settings_io_max_workers')}",
+    )
+
+
 def samples(scope: Scope) -> str:
     return f"({scope.rate('pg_aio_sampler_samples_total')} > 0)"
 

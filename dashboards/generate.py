@@ -264,10 +264,15 @@ def single(
     return panel
 
 
+def _selected(metrics: str) -> str:
+    """`a or b` (a setting renamed between versions) with the target selector on each."""
+    return " or ".join(f"{name}{{{T}}}" for name in metrics.split(" or "))
+
+
 def setting_stats(g: Grid, width: int, specs: Sequence[tuple[str, str, str, str]]) -> list[Any]:
     """One stat per (title, metric, unit, description): each target's value of a setting."""
     return [
-        g.place(single(title, description, [Q(f"{metric}{{{T}}}", "{{target}}")], unit), width, 4)
+        g.place(single(title, description, [Q(_selected(metric), "{{target}}")], unit), width, 4)
         for title, metric, unit, description in specs
     ]
 
@@ -620,11 +625,13 @@ def overview_panels(g: Grid) -> list[Any]:
             3,
             (
                 (
-                    "io_workers",
-                    "pg_settings_io_workers",
+                    "io_workers (19: io_max_workers)",
+                    "pg_settings_io_workers or pg_settings_io_max_workers",
                     "none",
-                    "Configured io worker processes (io_method=worker only); compare with the "
-                    "running count and their utilisation below. Reload to change.",
+                    "Configured io worker processes (io_method=worker only): io_workers on "
+                    "PostgreSQL 18; on 19 the pool sizes itself and this is its ceiling, "
+                    "io_max_workers. Compare with the running count and their utilisation "
+                    "below. Reload to change.",
                 ),
                 (
                     "effective_io_concurrency",
@@ -885,9 +892,19 @@ def overview_panels(g: Grid) -> list[Any]:
                 "io worker utilisation",
                 f"Share of samples {OVER} in which io workers were not idle "
                 "(as pg_aio:io_worker_utilization). Near 100% together with "
-                "AioWorkerSubmissionQueue waits: raise io_workers. Low while clients wait on "
+                "AioWorkerSubmissionQueue waits: raise io_workers (PostgreSQL 18). On 19 the "
+                "pool grows by itself while they are busy: only a pool pinned at "
+                "io_max_workers while reads queue needs io_max_workers raised: the second "
+                "line, running / io_max_workers (as pg_aio:io_worker_pool_share), at 100% "
+                "while the first is high is that. Low while clients wait on "
                 "AioIoCompletion: the storage is slow, not the pool.",
-                [Q(promql.io_worker_utilization(NOW).expr, "{{target}}")],
+                [
+                    Q(promql.io_worker_utilization(NOW).expr, "{{target}}"),
+                    Q(
+                        promql.io_worker_pool_share(NOW).expr,
+                        "{{target}} running / io_max_workers (PostgreSQL 19)",
+                    ),
+                ],
                 "percentunit",
                 maximum=1,
                 threshold=0.9,
@@ -897,20 +914,27 @@ def overview_panels(g: Grid) -> list[Any]:
         ),
         g.place(
             graph(
-                "io workers: running vs io_workers",
+                "io workers: running vs io_workers / io_max_workers",
                 "io worker processes seen in the last sample (pg_aio_io_workers) and the "
-                "io_workers setting (dashed), which only matters with io_method=worker. Fewer "
-                "running than configured right after a reload is normal; for long it is not.",
+                "settings (dashed), which only matter with io_method=worker. PostgreSQL 18: "
+                "io_workers; fewer running than configured right after a reload is normal, "
+                "for long it is not. PostgreSQL 19 sizes the pool itself between "
+                "io_min_workers and io_max_workers: the pool pinned at io_max_workers while "
+                "reads queue (utilisation near 100% or submission queue waits) is the one to "
+                "grow: raise io_max_workers, and io_min_workers for bursty loads.",
                 [
                     Q(f"pg_aio_io_workers{{{T}}}", "{{target}} running"),
-                    Q(
-                        f"pg_settings_io_workers{{{T}}} and ignoring (io_method)"
-                        f' (pg_aio_io_method{{{T}, io_method="worker"}} == 1)',
-                        "{{target}} io_workers",
+                    *(
+                        Q(
+                            f"pg_settings_{name}{{{T}}} and ignoring (io_method)"
+                            f' (pg_aio_io_method{{{T}, io_method="worker"}} == 1)',
+                            f"{{{{target}}}} {name}",
+                        )
+                        for name in ("io_workers", "io_max_workers", "io_min_workers")
                     ),
                 ],
                 "none",
-                dashed_refs=("B",),
+                dashed_refs=("B", "C", "D"),
                 steps=True,
             ).no_value(NO_IO_WORKERS),
             8,
@@ -1210,13 +1234,16 @@ def comparison_panels(g: Grid) -> list[Any]:
         g.place(
             graph(
                 "AIO settings over time",
-                "io_workers, effective_io_concurrency, maintenance_io_concurrency and "
-                "io_max_concurrency as steps. Their changes are annotated on every graph: a "
-                "latency shift that lines up with one is the setting's effect.",
+                "io_workers (19: io_min_workers, io_max_workers), effective_io_concurrency, "
+                "maintenance_io_concurrency and io_max_concurrency as steps. Their changes are "
+                "annotated on every graph: a latency shift that lines up with one is the "
+                "setting's effect.",
                 [
                     Q(f"pg_settings_{name}{{{T}}}", f"{{{{target}}}} {name}")
                     for name in (
                         "io_workers",
+                        "io_min_workers",
+                        "io_max_workers",
                         "effective_io_concurrency",
                         "maintenance_io_concurrency",
                         "io_max_concurrency",

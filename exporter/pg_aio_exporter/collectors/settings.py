@@ -20,7 +20,7 @@ class Setting:
     (dashboards/generate.py) and the alert rules (alerts/generate.py) read."""
 
     name: str  # in pg_settings
-    unit: str  # "count", "bytes" (memory, converted) or "bool" (0/1)
+    unit: str  # "count", "bytes" (memory), "seconds" (time) or "bool" (0/1)
     # Its changes are annotated on the dashboards and alerted on (PgAioSettingChanged).
     watched: bool = True
     # It shapes how large reads get and how many are in flight: the report quotes it when
@@ -34,11 +34,18 @@ class Setting:
     @property
     def key(self) -> str:
         """The metric's name without pg_settings_: the report's key (bytes say so)."""
-        return f"{self.name}_bytes" if self.unit == "bytes" else self.name
+        return f"{self.name}_{self.unit}" if self.unit in ("bytes", "seconds") else self.name
 
 
 AIO_SETTINGS = (
-    Setting("io_workers", "count"),
+    Setting("io_workers", "count"),  # PostgreSQL 18: the pool's fixed size
+    # PostgreSQL 19: the pool sizes itself between these two, launching a worker at most every
+    # io_worker_launch_interval while work queues and stopping one idle for
+    # io_worker_idle_timeout.
+    Setting("io_min_workers", "count"),
+    Setting("io_max_workers", "count"),
+    Setting("io_worker_idle_timeout", "seconds"),
+    Setting("io_worker_launch_interval", "seconds"),
     Setting("effective_io_concurrency", "count", combining=True),
     Setting("maintenance_io_concurrency", "count"),
     Setting("io_max_concurrency", "count", combining=True),
@@ -50,8 +57,20 @@ AIO_SETTINGS = (
 )
 ENUM_SETTINGS = {"io_method": "pg_aio_io_method"}
 
-_MEMORY_UNIT = re.compile(r"^(\d*)(B|kB|MB|GB|TB)$")
-_UNIT_BYTES = {"B": 1, "kB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
+_UNIT = re.compile(r"^(\d*)(B|kB|MB|GB|TB|us|ms|s|min|h|d)$")
+_UNIT_BASE = {  # pg_settings units in bytes or seconds
+    "B": 1,
+    "kB": 1024,
+    "MB": 1024**2,
+    "GB": 1024**3,
+    "TB": 1024**4,
+    "us": 1e-6,
+    "ms": 1e-3,
+    "s": 1,
+    "min": 60,
+    "h": 3600,
+    "d": 86400,
+}
 
 
 def by_name() -> dict[str, Setting]:
@@ -68,13 +87,13 @@ def sql() -> str:
 
 
 def setting_value(setting: str, unit: str | None, vartype: str) -> float:
-    """A pg_settings value in base units: bools 0/1, memory in bytes."""
+    """A pg_settings value in base units: bools 0/1, memory in bytes, time in seconds."""
     if vartype == "bool":
         return 1.0 if setting == "on" else 0.0
     value = float(setting)
-    match = _MEMORY_UNIT.match(unit or "")
+    match = _UNIT.match(unit or "")
     if match:
-        value *= int(match.group(1) or 1) * _UNIT_BYTES[match.group(2)]
+        value *= int(match.group(1) or 1) * _UNIT_BASE[match.group(2)]
     return value
 
 

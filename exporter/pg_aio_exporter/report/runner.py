@@ -19,6 +19,7 @@ from pg_aio_exporter.collectors import (
     pg_stat_io,
     pg_stat_statements,
     pg_stat_wal,
+    pg_wait_events,
     server,
     settings,
 )
@@ -68,6 +69,7 @@ class Recorder:
         self.checkpoints: list[Row] = []  # the window's first and last checkpointer row
         self.server_rows: list[Row] = []
         self.settings_rows: list[Row] = []
+        self.wait_classes: dict[str, str] = {}  # pg_wait_events: event -> class (17+)
         self.samples = 0
         self.totals: dict[str, Any] = {}  # the sample collectors', by summary.Activity field
         self.failures: dict[str, tuple[str, str]] = {}  # collector -> kind, the last message
@@ -105,6 +107,8 @@ class Recorder:
             self.statements.observe_statements(rows)
         elif collector == pg_stat_database.PgStatDatabaseCollector.name:
             self.statements.observe_databases(rows, read_at)
+        elif collector == pg_wait_events.PgWaitEventsCollector.name:
+            self.wait_classes = pg_wait_events.classes(rows)
 
     def sampled(self, samples: int, totals: dict[str, Any], answered: list[str]) -> None:
         self.samples, self.totals = samples, totals
@@ -122,7 +126,12 @@ class Recorder:
         )
 
     def activity(self, sample_interval: float) -> Activity:
-        return Activity(samples=self.samples, sample_interval=sample_interval, **self.totals)
+        return Activity(
+            samples=self.samples,
+            sample_interval=sample_interval,
+            wait_classes=self.wait_classes,
+            **self.totals,
+        )
 
     def writes(self) -> Writes:
         """The window's write side, read and WAL counts alike."""

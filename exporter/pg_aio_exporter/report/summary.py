@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pg_aio_exporter.collectors import pg_wait_events
 from pg_aio_exporter.collectors.activity import CLIENT, IO_WORKER, ActivityCollector, WaitKey
 from pg_aio_exporter.collectors.intervals import (
     IntervalReads,
@@ -20,11 +21,11 @@ from pg_aio_exporter.collectors.intervals import (
 from pg_aio_exporter.collectors.pg_stat_io import PgStatIoCollector
 from pg_aio_exporter.report.workload import Workload
 from pg_aio_exporter.report.written import Writes
-from pg_aio_exporter.versions import PG16, PG18
+from pg_aio_exporter.versions import PG16, PG18, PG19
 
 BLOCK_BYTES = 8192  # what one uncombined read covers (PostgreSQL's default block size)
-SUBMISSION_QUEUE = ("LWLock", "AioWorkerSubmissionQueue")
-SYNC_READ = ("IO", "DataFileRead")
+SUBMISSION_QUEUE = "AioWorkerSubmissionQueue"  # an LWLock
+SYNC_READ = "DataFileRead"  # an IO wait
 SUBMITTED = "SUBMITTED"  # pg_aios state
 
 
@@ -70,6 +71,16 @@ class ServerFacts:
     def io_uring_available(self) -> bool:
         return "io_uring" in self.io_methods
 
+    @property
+    def self_sizing_pool(self) -> bool:
+        """PostgreSQL 19 sizes the io worker pool itself, up to io_max_workers (no io_workers)."""
+        return self.version_num >= PG19 and "io_max_workers" in self.settings
+
+    @property
+    def pool_setting(self) -> str:
+        """The setting that bounds the io worker pool: what advice names."""
+        return "io_max_workers" if self.self_sizing_pool else "io_workers"
+
 
 @dataclass(frozen=True)
 class Reads:
@@ -113,6 +124,16 @@ class Activity:
     # operation
     in_flight: Mapping[tuple[str, str], int] = field(default_factory=dict)
     in_flight_max: Mapping[str, int] = field(default_factory=dict)
+    # pg_wait_events (17+): each event's class as this server names it; empty before 17 and in
+    # a saved report, where pg_wait_events.FIXED places the events the report names.
+    wait_classes: Mapping[str, str] = field(default_factory=dict)
+
+    def wait_class(self, event: str) -> str | None:
+        return pg_wait_events.class_of(event, self.wait_classes)
+
+    def _named(self, key: WaitKey, events: frozenset[str] | set[str]) -> bool:
+        """A sampled wait is one of `events` in the class the server gives it."""
+        return key[2] in events and key[1] == self.wait_class(key[2])
 
     def sessions(self, key: WaitKey) -> float:
         return self.wait_samples.get(key, 0) / self.samples if self.samples else 0.0
@@ -134,7 +155,7 @@ class Activity:
         return sum(
             self.sessions(k)
             for k in self.wait_samples
-            if k[0] != IO_WORKER and k[1] == "IO" and k[2] in io_wait_events
+            if k[0] != IO_WORKER and self._named(k, io_wait_events)
         )
 
     def read_wait_share(self, io_wait_events: frozenset[str]) -> float | None:
@@ -143,18 +164,37 @@ class Activity:
 
     @property
     def submission_queue_sessions(self) -> float:
-        return sum(self.sessions(k) for k in self.wait_samples if k[1:] == SUBMISSION_QUEUE)
+        return sum(
+            self.sessions(k) for k in self.wait_samples if self._named(k, {SUBMISSION_QUEUE})
+        )
 
     @property
     def sync_read_sessions(self) -> float:
         """Client backends reading by themselves. Under io_method=worker, PostgreSQL 18 does so
         when the io worker queue is full, and also for single-block reads it waits for at once
         (index lookups), whatever the pool's load."""
-        return self.sessions((CLIENT, *SYNC_READ))
+        return self.sessions((CLIENT, self.wait_class(SYNC_READ) or "IO", SYNC_READ))
 
     @property
     def io_worker_utilization(self) -> float | None:
         return self.io_worker_busy / self.io_worker_slots if self.io_worker_slots else None
+
+    @property
+    def pool_average(self) -> float | None:
+        """io workers running, on average over the samples (the live pool)."""
+        if not (self.io_worker_slots and self.samples):
+            return None
+        return self.io_worker_slots / self.samples
+
+    def pool_share(self, io_max_workers: float) -> float | None:
+        """The live pool's average size against io_max_workers (PostgreSQL 19)."""
+        pool = self.pool_average
+        return None if pool is None or io_max_workers <= 0 else pool / io_max_workers
+
+    def max_utilization(self, io_max_workers: float) -> float | None:
+        """Busy io workers on average against io_max_workers: the pool's room to grow."""
+        busy = self.busy_io_workers
+        return None if busy is None or io_max_workers <= 0 else busy / io_max_workers
 
     @property
     def busy_io_workers(self) -> float | None:

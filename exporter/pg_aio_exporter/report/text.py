@@ -79,8 +79,9 @@ def _server(server: ServerFacts) -> list[str]:
     accepted = f" (this build accepts {', '.join(server.io_methods)})" if server.io_methods else ""
     # The collector's list of AIO settings, but the on/off switches: track_io_timing is
     # stated on its own.
+    shown = {"bytes": units.size, "seconds": units.duration}
     settings = [
-        f"{s.name} {(units.size if s.unit == 'bytes' else units.count)(server.settings[s.key])}"
+        f"{s.name} {shown.get(s.unit, units.count)(server.settings[s.key])}"
         for s in aio_settings.AIO_SETTINGS
         if s.unit != "bool" and s.key in server.settings
     ]

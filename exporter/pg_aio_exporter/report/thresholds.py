@@ -60,12 +60,13 @@ class Thresholds:
     latency_factor: float
     max_utilization: float  # PgAioWorkerPoolSaturated
     max_submission_queue_sessions: float
+    min_pool_share: float  # PostgreSQL 19: running io workers / io_max_workers of a pinned pool
     severities: Mapping[str, str]  # alert name -> severity
     # Report only.
     max_uncombined_read_size_bytes: float  # reads_not_combined
     max_sync_read_sessions: float  # io_worker_pool_saturated: clients reading themselves
     min_uncounted_read_sessions: float  # reads_not_yet_counted
-    max_io_workers: int  # PostgreSQL's upper bound for io_workers
+    max_io_workers: int  # PostgreSQL's upper bound for io_workers and io_max_workers
     workload_regression_factor: float  # workload_regression: workload time x the baseline's
     writes: WriteThresholds | None = None  # None: the write side is not judged
 
@@ -93,6 +94,7 @@ class Thresholds:
             latency_factor=float(saturated["latency_factor"]),
             max_utilization=float(pool["max_utilization"]),
             max_submission_queue_sessions=float(pool["max_submission_queue_sessions"]),
+            min_pool_share=float(pool["min_pool_share"]),
             severities={name: alert["severity"] for name, alert in alerts.items()},
             max_uncombined_read_size_bytes=float(report["max_uncombined_read_size_bytes"]),
             max_sync_read_sessions=float(report["max_sync_read_sessions"]),

@@ -131,18 +131,35 @@ def io_workers(ctx: Context, found: dict[str, Finding]) -> str:
         return f"io_method is {server.io_method}: no io worker pool is involved."
     if "io_worker_pool_saturated" in found:
         finding = found["io_worker_pool_saturated"]
-        suggested = finding.evidence["suggested_io_workers"]
+        suggested = finding.evidence[f"suggested_{server.pool_setting}"]
         return finding.summary + (
-            f" Raise io_workers to {suggested}." if suggested is not None else ""
+            f" Raise {server.pool_setting} to {suggested}." if suggested is not None else ""
         )
     utilization = activity.io_worker_utilization
     if utilization is None:
         return "Not judged: the io workers were not visible to this role (grant it pg_monitor)."
-    return (
-        f"The io worker pool is big enough: {activity.io_workers} workers busy"
-        f" {units.percent(utilization)} of the time,"
+    return _pool_big_enough(ctx, utilization)
+
+
+def _pool_big_enough(ctx: Context, utilization: float) -> str:
+    """The pool's verdict when it is not saturated: against io_max_workers on a self-sizing
+    pool (19+), against the fixed io_workers before."""
+    server, activity = ctx.summary.server, ctx.summary.activity
+    queue = (
         f" {units.sessions(activity.submission_queue_sessions)} sessions waiting for the"
         " submission queue."
+    )
+    if server.self_sizing_pool:
+        ceiling = server.settings["io_max_workers"]
+        return (
+            f"The io worker pool is big enough: {units.sessions(activity.pool_average or 0.0)}"
+            f" of at most {units.count(ceiling)} workers (io_max_workers) running on average,"
+            f" busy {units.percent(utilization)} of the time, and not pinned at"
+            f" io_max_workers while reads queue;{queue}"
+        )
+    return (
+        f"The io worker pool is big enough: {activity.io_workers} workers busy"
+        f" {units.percent(utilization)} of the time,{queue}"
     )
 
 

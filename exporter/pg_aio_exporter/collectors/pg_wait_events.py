@@ -1,0 +1,73 @@
+"""pg_wait_events (PostgreSQL 17+): every wait event the server can report, by class, as the
+server names them. Classes move between versions: 19 adds the class Buffer (buffer pins and
+content locks, BufferPin and LWLock/BufferContent before) and moves WaitForWal* from Client to
+IPC. The report places the wait events its judgements name (thresholds.yaml) in the class this
+server gives them; servers without the view (16 and earlier) and saved reports use FIXED.
+
+The exporter does not run it: its sampled series carry pg_stat_activity's own
+wait_event_type, already the server's name; only the report, which judges by event name,
+reads the catalogue (once per poll, some 270 short rows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pg_aio_exporter.collectors.base import Row
+from pg_aio_exporter.expose.metricset import MetricSet
+from pg_aio_exporter.versions import PG17
+
+SQL = "SELECT type, name FROM pg_wait_events"
+
+# The classes of the wait events the report names, where the server has no pg_wait_events:
+# as PostgreSQL 16's src/backend/utils/activity/wait_event_names.txt (and 18's, for the AIO
+# events 16 does not have) places them.
+FIXED: Mapping[str, str] = {
+    **dict.fromkeys(
+        (
+            "DataFileRead",
+            "DataFilePrefetch",
+            "DataFileWrite",
+            "DataFileExtend",
+            "DataFileFlush",
+            "DataFileSync",
+            "DataFileImmediateSync",
+            "WalWrite",
+            "WalSync",
+            "WalInitWrite",
+            "WalInitSync",
+            "AioIoCompletion",
+            "AioIoUringSubmit",
+            "AioIoUringExecution",
+        ),
+        "IO",
+    ),
+    **dict.fromkeys(("WALWrite", "AioWorkerSubmissionQueue"), "LWLock"),
+    "IoWorkerMain": "Activity",
+}
+
+
+def classes(rows: list[Row]) -> dict[str, str]:
+    """Event name -> class from the view's rows. A name in two classes (LWLock and IPC both
+    have SyncRep) keeps the first; the report names none of those."""
+    found: dict[str, str] = {}
+    for row in rows:
+        found.setdefault(row["name"], row["type"])
+    return found
+
+
+def class_of(event: str, catalogue: Mapping[str, str]) -> str | None:
+    """The class this server gives `event`: its catalogue, else FIXED; None if neither knows."""
+    return catalogue.get(event) or FIXED.get(event)
+
+
+class PgWaitEventsCollector:
+    name = "pg_wait_events"
+    since = PG17
+    labels: tuple[str, ...] = ()
+
+    def query(self, version_num: int) -> str | None:
+        return SQL if version_num >= PG17 else None
+
+    def collect(self, rows: list[Row], out: MetricSet) -> None:
+        """No series: the report reads the rows from its tap (classes())."""
