@@ -8,9 +8,15 @@ Only top-level statements count (PG 14+ `toplevel`): with pg_stat_statements.tra
 function's inner statements would count their time twice. Read time is the time waited on
 shared block reads: `blk_read_time` before 17, `shared_blk_read_time` from 17.
 
-The sums are not strictly monotonic: a statement evicted from the extension's table (more
-distinct statements than pg_stat_statements.max) takes its counts with it, which rate() reads
-as a counter reset; pg_stat_statements_info.dealloc counts evictions.
+The table's sums are not monotonic: a statement evicted from the extension's table (more
+distinct statements than pg_stat_statements.max) takes its counts with it, and
+pg_stat_statements_reset() takes them all, which rate() would read as a counter reset (and a
+mean statement time over it as a spike). So the exported totals are the exporter's own: they
+grow by the sums' rise from one poll to the next and never fall. Over an interval without an
+eviction they grow exactly as the statements counted; over one with evictions, by the rise of
+each sum, which leaves out what the evicted statements had counted. The evictions are exported
+too, from pg_stat_statements_info.dealloc (14+), so that the rules can leave such intervals
+out.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import psycopg
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG13, PG14, PG17
+
+PREFIX = "pg_aio_statements"  # our own: postgres_exporter has pg_stat_statements_* per query
 
 HIDDEN_TEXT = "<insufficient privilege>"
 # The exporter's own statements (prepared at connect, and the session's SET) are left out of
@@ -129,17 +137,24 @@ def absent_reason(exc: Exception) -> str | None:
 
 
 COUNTERS = (
-    ("calls", "pg_stat_statements_calls", "Statements executed (top level)."),
-    ("exec_seconds", "pg_stat_statements_exec_seconds", "Time statements spent executing."),
-    ("rows", "pg_stat_statements_rows", "Rows statements returned or affected."),
-    ("blocks_read", "pg_stat_statements_shared_blocks_read", "Shared blocks statements read."),
-    ("blocks_hit", "pg_stat_statements_shared_blocks_hit", "Shared blocks found in the buffers."),
+    ("calls", f"{PREFIX}_calls", "Statements executed (top level)."),
+    ("exec_seconds", f"{PREFIX}_exec_seconds", "Time statements spent executing."),
+    ("rows", f"{PREFIX}_rows", "Rows statements returned or affected."),
+    ("blocks_read", f"{PREFIX}_shared_blocks_read", "Shared blocks statements read."),
+    ("blocks_hit", f"{PREFIX}_shared_blocks_hit", "Shared blocks found in the buffers."),
     (
         "read_seconds",
-        "pg_stat_statements_shared_block_read_seconds",
+        f"{PREFIX}_shared_block_read_seconds",
         "Time statements waited on shared block reads; needs track_io_timing.",
     ),
 )
+# What each sum's rise adds to the exported totals: never less than nothing.
+_FIELDS = [field for field, _, _ in COUNTERS]
+
+
+def rise(now: StatementCounters, before: StatementCounters) -> StatementCounters:
+    """How much each sum rose from `before` to `now`, 0 where it fell (evictions, a reset)."""
+    return StatementCounters(*(max(0.0, getattr(now, f) - getattr(before, f)) for f in _FIELDS))
 
 
 class PgStatStatementsCollector:
@@ -152,6 +167,8 @@ class PgStatStatementsCollector:
 
     def __init__(self, per_statement: bool = False) -> None:
         self.per_statement = per_statement
+        self._sums: StatementCounters | None = None  # the table's sums at the last poll
+        self._totals = NO_STATEMENTS  # what is exported: they only grow
 
     def query(self, version_num: int) -> str | None:
         if version_num < self.since:
@@ -162,8 +179,14 @@ class PgStatStatementsCollector:
                 f"coalesce(sum({c}), 0)::float8 AS {c}"
                 for c in ("calls", "exec_time", "rows", "blocks_read", "blocks_hit", "read_time")
             )
+            # Evictions since the last reset (pg_stat_statements_info: 14+).
+            dealloc = (
+                "(SELECT dealloc FROM pg_stat_statements_info)::float8"
+                if version_num >= PG14
+                else "NULL::float8"
+            )
             return (
-                f"SELECT count(*)::int AS statements, {sums}"
+                f"SELECT count(*)::int AS statements, {sums}, {dealloc} AS dealloc"
                 f" FROM (SELECT {_columns(version_num)} FROM pg_stat_statements(false){top}) s"
             )
         where = " AND s.toplevel" if version_num >= PG14 else ""
@@ -181,13 +204,24 @@ class PgStatStatementsCollector:
         if not rows:
             return
         summed = sum((counters(row) for row in rows), NO_STATEMENTS)
+        totals = self._totals + (summed if self._sums is None else rise(summed, self._sums))
         for field, metric, doc in COUNTERS:
-            out.counter(metric, doc, getattr(summed, field))
+            out.counter(metric, doc, getattr(totals, field))
         out.gauge(
-            "pg_stat_statements_statements",
+            f"{PREFIX}_entries",
             "Statements pg_stat_statements holds (pg_stat_statements.max bounds it).",
             float(sum(row.get("statements", 1) for row in rows)),
         )
+        dealloc = rows[0].get("dealloc")
+        if dealloc is not None:
+            out.counter(
+                f"{PREFIX}_deallocations",
+                "Times pg_stat_statements evicted statements to make room"
+                " (pg_stat_statements_info.dealloc); the totals leave out what they had counted.",
+                dealloc,
+            )
+        # Kept only once all is collected: a collect that raised half-way changes nothing.
+        self._sums, self._totals = summed, totals
 
 
 @dataclass(frozen=True)
