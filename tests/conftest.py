@@ -45,6 +45,7 @@ SLOWEST_FIRST = (
     "test_deploy_wheel.py",
     "test_versions.py",
     "test_alerts_e2e_pool.py",
+    "test_supervision.py",  # 48 s alone on a shared machine (issue 32), not yet from CI
     "test_core.py",
     "test_cli.py",
     "test_io_uring.py",
