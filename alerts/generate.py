@@ -224,33 +224,39 @@ def workload_rules(params: Params, window: str) -> list[Recording]:
 
 
 REGIME = "pg_aio_target:regime"
-REGIME_LABELS = ("version_num", "io_method")
+REGIME_LABELS = ("major", "io_method")
 
 
 def regime_rules(params: Params) -> list[Recording]:
-    """What a target's read wait (and write time) per byte is compared within: its server
-    version and io_method. The wait per byte measures how much of each read overlapped other
-    work, which a new version or io_method changes with no change in speed; a change of either
-    starts a fresh baseline."""
+    """What a target's read wait (and write time) per byte is compared within: its server's
+    major version and io_method. The wait per byte measures how much of each read overlapped
+    other work, which a new major version or io_method changes with no change in speed; a
+    change of either starts a fresh baseline. A minor update (18.6 -> 18.7) keeps it: it
+    changes no I/O design, and a fresh baseline would leave the regression alerts blind for a
+    day, just when a minor release could have brought a regression."""
     # The newest server_info only: across a restart, the old version's series lingers until
-    # Prometheus marks it stale, and two regimes at once would break the joins below.
+    # Prometheus marks it stale, and two regimes at once would break the joins below. The
+    # major version is version_num without its last four digits (10 and later).
+    newest = (
+        f"topk without (version, version_num) (1, timestamp({series(params, 'pg_server_info')}))"
+    )
     version = (
-        "group without (version) (topk without (version, version_num)"
-        f" (1, timestamp({series(params, 'pg_server_info')})))"
+        "group without (version, version_num) (label_replace(\n"
+        f'  {newest},\n  "major", "$1", "version_num", "([0-9]+)[0-9]{{4}}"\n))'
     )
     method = f"({series(params, 'pg_aio_io_method')} == 1)"
     joined = f"{version}\n* ignoring ({', '.join(REGIME_LABELS)}) group_left (io_method)\n{method}"
     return [
         Recording(
             REGIME,
-            "target, version_num, io_method",
-            "1 per target, labelled with its server version and io_method (none before 18)",
+            "target, major, io_method",
+            "1 per target, labelled with its server's major version and io_method (none before 18)",
             f"{joined}\nor ignoring (io_method)\n{version}",
         ),
         *(
             Recording(
                 f"{regime_series(params, what)}",
-                "target, version_num, io_method",
+                "target, major, io_method",
                 f"{meaning} per byte labelled with the regime it was measured in",
                 f"{rec(params, f'pg_aio_target:{what}_seconds_per_byte')}\n"
                 f"* ignoring ({', '.join(REGIME_LABELS)}) group_left"
@@ -323,7 +329,7 @@ def latency_vs_baseline(params: Params, what: str = "read") -> str:
     """Per-byte read (or write) latency divided by the target's own baseline (a ratio, 1 = as
     usual)."""
     regression = params["alerts"]["PgAioReadLatencyRegression"]
-    # Within the regime (server version and io_method): after an upgrade or a switch of
+    # Within the regime (major version and io_method): after an upgrade or a switch of
     # io_method, the series of the new regime starts with no past, so 18 is never held against
     # 17's wait per byte (regime_rules).
     per_byte = regime_series(params, what)
@@ -342,7 +348,7 @@ def baseline_words(params: Params) -> str:
     quantile = regression["baseline_quantile"]
     what = "median" if quantile == 0.5 else f"{quantile} quantile"
     return (
-        f"its own {what} over {regression['baseline_window']} at the same server version and"
+        f"its own {what} over {regression['baseline_window']} at the same major version and"
         " io_method"
     )
 
@@ -361,7 +367,7 @@ def read_latency_regression(params: Params, p: Params) -> Alert:
         f"{params['alert_window']} is {{{{ $value | humanize }}}} times {baseline_words(params)}"
         " (threshold "
         f"{p['factor']}x). Measured per byte, so larger combined reads do not trigger this, and"
-        " within one server version and io_method; an upgrade or a switch of io_method starts a"
+        " within one major version and io_method; an upgrade or a switch of io_method starts a"
         " fresh baseline (read wait is no measure of speed across them); storage or contention"
         " got slower.",
         condition=f"read wait per byte ({params['alert_window']}) > {p['factor']} x "

@@ -167,7 +167,7 @@ def workload_formulas(scope: Scope) -> dict[str, Formula]:
     slower" (docs/metrics.md). Statement time needs pg_stat_statements; DB time per
     transaction is always there: client sessions doing work (sampled, on CPU included) per
     transaction of pg_stat_database, less the exporter's own (one per sample)."""
-    calls = scope.rate("pg_stat_statements_calls_total")
+    calls = scope.rate("pg_aio_statements_calls_total")
     client = 'backend_type="client backend"'
     clients = (
         f"sum {without(WAIT_LABELS)} ({scope.rate('pg_aio_wait_event_samples_total', client)})"
@@ -182,13 +182,13 @@ def workload_formulas(scope: Scope) -> dict[str, Formula]:
         Formula(
             "statement_seconds_per_call",
             "mean execution time per statement call (pg_stat_statements)",
-            f"{scope.rate('pg_stat_statements_exec_seconds_total')}\n/\n({calls} > 0)",
+            f"{scope.rate('pg_aio_statements_exec_seconds_total')}\n/\n({calls} > 0)",
         ),
         Formula(
             "statement_read_wait_share",
             "share of statement time waiting on shared block reads (pg_stat_statements)",
-            f"{scope.rate('pg_stat_statements_shared_block_read_seconds_total')}\n/\n"
-            f"({scope.rate('pg_stat_statements_exec_seconds_total')} > 0)",
+            f"{scope.rate('pg_aio_statements_shared_block_read_seconds_total')}\n/\n"
+            f"({scope.rate('pg_aio_statements_exec_seconds_total')} > 0)",
         ),
         Formula(
             "db_time_per_transaction_seconds",

@@ -46,6 +46,7 @@ SLOWEST_FIRST = (
     "test_versions.py",
     "test_demo.py",  # ~100 s in the parallel run since issue 37 (a nested run of a part)
     "test_alerts_e2e_pool.py",
+    "test_supervision.py",  # 48 s alone on a shared machine (issue 32), not yet from CI
     "test_core.py",
     "test_cli.py",
     "test_io_uring.py",

@@ -25,13 +25,14 @@ OPTIONAL = frozenset(
         "pg_aio_in_flight_max",
         "pg_aio_exporter_sample_stalls_total",
         # Only where the pg_stat_statements extension is loaded and created.
-        "pg_stat_statements_calls_total",
-        "pg_stat_statements_exec_seconds_total",
-        "pg_stat_statements_rows_total",
-        "pg_stat_statements_shared_blocks_read_total",
-        "pg_stat_statements_shared_blocks_hit_total",
-        "pg_stat_statements_shared_block_read_seconds_total",
-        "pg_stat_statements_statements",
+        "pg_aio_statements_calls_total",
+        "pg_aio_statements_exec_seconds_total",
+        "pg_aio_statements_rows_total",
+        "pg_aio_statements_shared_blocks_read_total",
+        "pg_aio_statements_shared_blocks_hit_total",
+        "pg_aio_statements_shared_block_read_seconds_total",
+        "pg_aio_statements_entries",
+        "pg_aio_statements_deallocations_total",  # 14+
     }
 )
 # Per-interval gauges: present after two polls with reads in between.

@@ -18,6 +18,30 @@ from pg_aio_exporter.demo.server import LocalServer, free_port
 
 BINARY = shutil.which("prometheus-postgres-exporter") or "/usr/bin/prometheus-postgres-exporter"
 ROLE = "postgres_exporter"
+# Its statements collector: Debian's 0.11.1 has no --collector.stat_statements (0.13 and later
+# do), so the same query and series, per statement {user, datname, queryid}, come from its
+# --extend.query-path, with the later collector's names and labels
+# (collector/pg_stat_statements.go).
+STATEMENTS = """
+pg_stat_statements:
+  query: >-
+    SELECT r.rolname AS user, d.datname, s.queryid::text AS queryid,
+    s.calls AS calls_total, s.total_exec_time / 1000.0 AS seconds_total, s.rows AS rows_total,
+    s.shared_blk_read_time / 1000.0 AS block_read_seconds_total,
+    s.shared_blk_write_time / 1000.0 AS block_write_seconds_total
+    FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid
+    JOIN pg_database d ON d.oid = s.dbid
+  master: true
+  metrics:
+    - user: {usage: LABEL, description: Name of user}
+    - datname: {usage: LABEL, description: Name of database}
+    - queryid: {usage: LABEL, description: Query ID}
+    - calls_total: {usage: COUNTER, description: Number of times executed}
+    - seconds_total: {usage: COUNTER, description: Total time spent in the statement, in seconds}
+    - rows_total: {usage: COUNTER, description: Total number of rows retrieved or affected}
+    - block_read_seconds_total: {usage: COUNTER, description: Total time reading blocks}
+    - block_write_seconds_total: {usage: COUNTER, description: Total time writing blocks}
+"""
 
 
 class PostgresExporter:
@@ -29,8 +53,10 @@ class PostgresExporter:
         server: LocalServer,
         web_config: str | None = None,
         tls: ssl.SSLContext | None = None,
+        statements: bool = False,
     ) -> None:
-        """`web_config`: its --web.config.file; `tls` the client context when that turns TLS on."""
+        """`web_config`: its --web.config.file; `tls` the client context when that turns TLS on;
+        `statements`: its per-statement series on (pg_stat_statements on 17+ in the server)."""
         with psycopg.connect(server.dsn(), autocommit=True) as conn:
             if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [ROLE]).fetchone():
                 conn.execute(f"CREATE ROLE {ROLE} LOGIN IN ROLE pg_monitor")
@@ -41,12 +67,15 @@ class PostgresExporter:
         self.url = f"{'https' if tls else 'http'}://{self.address}"
         self.log_path = Path(tempfile.mkstemp(prefix="postgres-exporter-", suffix=".log")[1])
         self._log = self.log_path.open("w")
+        self.queries_path = Path(tempfile.mkstemp(prefix="postgres-exporter-", suffix=".yaml")[1])
+        self.queries_path.write_text(STATEMENTS if statements else "")
         dsn = f"postgresql://{ROLE}@127.0.0.1:{server.port}/postgres?sslmode=disable"
         self.proc = subprocess.Popen(
             [
                 BINARY,
                 f"--web.listen-address={self.address}",
                 *([f"--web.config.file={web_config}"] if web_config else []),
+                *([f"--extend.query-path={self.queries_path}"] if statements else []),
             ],
             env={"DATA_SOURCE_NAME": dsn, "PATH": "/usr/bin:/bin"},
             stdout=self._log,
@@ -71,3 +100,4 @@ class PostgresExporter:
         terminate(self.proc)
         self._log.close()
         self.log_path.unlink(missing_ok=True)
+        self.queries_path.unlink(missing_ok=True)

@@ -34,17 +34,17 @@ def test_statement_totals_in_base_units(major: str):
     (row,) = load(major)["polls"][1]["totals"]
     got = poll(registry.POLL["pg_stat_statements"](), [row])
     one = labels(**T)
-    assert got["pg_stat_statements_calls_total"][one] == row["calls"]
-    assert got["pg_stat_statements_exec_seconds_total"][one] == pytest.approx(
+    assert got["pg_aio_statements_calls_total"][one] == row["calls"]
+    assert got["pg_aio_statements_exec_seconds_total"][one] == pytest.approx(
         row["exec_time"] / 1000
     )
-    assert got["pg_stat_statements_shared_block_read_seconds_total"][one] == pytest.approx(
+    assert got["pg_aio_statements_shared_block_read_seconds_total"][one] == pytest.approx(
         row["read_time"] / 1000
     )
-    assert got["pg_stat_statements_shared_blocks_read_total"][one] == row["blocks_read"]
-    assert got["pg_stat_statements_shared_blocks_hit_total"][one] == row["blocks_hit"]
-    assert got["pg_stat_statements_rows_total"][one] == row["rows"]
-    assert got["pg_stat_statements_statements"][one] == row["statements"]
+    assert got["pg_aio_statements_shared_blocks_read_total"][one] == row["blocks_read"]
+    assert got["pg_aio_statements_shared_blocks_hit_total"][one] == row["blocks_hit"]
+    assert got["pg_aio_statements_rows_total"][one] == row["rows"]
+    assert got["pg_aio_statements_entries"][one] == row["statements"]
     # Reads were timed (track_io_timing on) and the 32 MB table does not fit 16 MB of buffers.
     assert row["read_time"] > 0 and row["blocks_read"] > 0
     assert all(len(series) == 1 for name, series in got.items()), "no per-statement series"
@@ -58,9 +58,9 @@ def test_per_statement_rows_sum_to_the_totals(major: str):
     (totals,) = poll_rows["totals"]
     one = labels(**T)
     # Read right after the totals, whose own call is then counted too.
-    assert per_row["pg_stat_statements_calls_total"][one] == totals["calls"] + 1
-    assert per_row["pg_stat_statements_shared_blocks_read_total"][one] == totals["blocks_read"]
-    assert per_row["pg_stat_statements_statements"][one] >= totals["statements"]
+    assert per_row["pg_aio_statements_calls_total"][one] == totals["calls"] + 1
+    assert per_row["pg_aio_statements_shared_blocks_read_total"][one] == totals["blocks_read"]
+    assert per_row["pg_aio_statements_entries"][one] >= totals["statements"]
 
 
 @pytest.mark.parametrize("major", MAJORS)

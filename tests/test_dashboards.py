@@ -127,7 +127,7 @@ CONTRACT: dict[str, frozenset[str]] = {
     "pg_aio_exporter_sample_overruns_total": TARGET,
     "pg_aio_exporter_sample_stalls_total": TARGET,
     **{
-        f"pg_stat_statements_{name}_total": TARGET
+        f"pg_aio_statements_{name}_total": TARGET
         for name in [
             "calls",
             "exec_seconds",
@@ -137,7 +137,8 @@ CONTRACT: dict[str, frozenset[str]] = {
             "shared_block_read_seconds",
         ]
     },
-    "pg_stat_statements_statements": TARGET,
+    "pg_aio_statements_entries": TARGET,
+    "pg_aio_statements_deallocations_total": TARGET,
     **{
         f"pg_stat_database_{name}_total": TARGET | {"datname"}
         for name in ["xact_commit", "xact_rollback", "blks_read", "blks_hit"]

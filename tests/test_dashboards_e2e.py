@@ -14,6 +14,7 @@ One stack serves every test of this module, both Prometheus versions scraping si
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -89,6 +90,7 @@ TIMEOUT = 90
 @dataclass
 class Stack:
     exporter: Exporter
+    peer: PostgresExporter
     proms: dict[str, Prometheus]
     filled_at: float  # time.monotonic() when every window the queries read is full
 
@@ -109,7 +111,7 @@ def server() -> Iterator[LocalServer]:
 
 @pytest.fixture(scope="module")
 def stack(server: LocalServer) -> Iterator[Stack]:
-    peer = PostgresExporter(server)
+    peer = PostgresExporter(server, statements=True)
     try:
         with aio_stack(
             server.dsn(),
@@ -118,7 +120,7 @@ def stack(server: LocalServer) -> Iterator[Stack]:
             versions=VERSIONS,
             jobs={PEER_JOB: [peer.address]},
         ) as (exporter, proms):
-            yield Stack(exporter, proms, time.monotonic() + FILLED_SECONDS)
+            yield Stack(exporter, peer, proms, time.monotonic() + FILLED_SECONDS)
     finally:
         peer.stop()
 
@@ -149,6 +151,31 @@ def values(
 
 def run(prom: Prometheus, expr: str) -> list[dict[str, Any]]:
     return prom.query_range(expr, RANGE_SECONDS, step=f"{SCRAPE_SECONDS // 2}s")
+
+
+# The names both exporters use on purpose, the conventional ones (docs/metrics.md): pg_up, a
+# setting's pg_settings_<name>, and the client library's process_*.
+SHARED_NAMES = re.compile(r"pg_up|pg_settings_\w+|process_\w+")
+
+
+def names(text: str) -> set[str]:
+    return {
+        line.split("{")[0].split(" ")[0]
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+
+
+def test_no_name_of_ours_is_one_of_postgres_exporters_but_the_conventional_ones(
+    stack: Stack,
+) -> None:
+    """With its statements collector on: its per-statement pg_stat_statements_calls_total and
+    _rows_total {user, datname, queryid} were also the names of our per-target totals."""
+    theirs = names(stack.peer.get("/metrics")[0].decode())
+    assert {"pg_stat_statements_calls_total", "pg_stat_statements_rows_total"} <= theirs
+    ours = names(stack.exporter.text())
+    assert {"pg_aio_statements_calls_total", "pg_aio_statements_rows_total"} <= ours
+    assert sorted(n for n in ours & theirs if not SHARED_NAMES.fullmatch(n)) == []
 
 
 def test_every_panel_query_returns_our_data(prom: Prometheus, record_property: Any) -> None:

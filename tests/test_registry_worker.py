@@ -77,8 +77,9 @@ def test_poll_errors_start_at_zero_for_every_collector(monkeypatch: pytest.Monke
     for collector in ["dummy", *registry.POLL, *registry.SAMPLE]:
         assert {(collector, kind) for kind in STATEMENT_KINDS} <= set(errors)
     assert {("connection", kind) for kind in ("connection", "auth", "timeout")} <= set(errors)
-    assert {("poll", "internal"), ("sample", "internal")} <= set(errors)
-    assert {(collector, "internal") for collector in ["dummy", *registry.POLL]} <= set(errors)
+    assert {("poll", "internal"), ("sample", "internal"), ("worker", "internal")} <= set(errors)
+    every = ["dummy", *registry.POLL, *registry.SAMPLE]
+    assert {(collector, "internal") for collector in every} <= set(errors)
 
 
 @pytest.mark.unit
@@ -89,6 +90,7 @@ def test_no_error_series_for_what_is_switched_off():
         "pg_stat_io",
         "settings",
         "poll",
+        "worker",
     }
 
 

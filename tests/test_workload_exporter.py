@@ -55,7 +55,7 @@ def test_absent_pg_stat_statements_is_one_line_and_no_error(
         " (CREATE EXTENSION pg_stat_statements)"
     ]
     series = parse(body)
-    assert not [name for name in series if name.startswith("pg_stat_statements_")]
+    assert not [name for name in series if name.startswith("pg_aio_statements_")]
     assert series["pg_stat_database_xact_commit_total"]
     assert series["pg_stat_io_reads_total"]
     errors = parse(b"".join(selfmetrics.render()).decode())["pg_aio_exporter_poll_errors_total"]

@@ -10,6 +10,7 @@ import contextlib
 import logging
 import signal
 import socket
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
@@ -21,7 +22,8 @@ from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.config.webconfig import WebConfig
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
-from pg_aio_exporter.poll.worker import TargetWorker
+from pg_aio_exporter.poll.errors import WORKER
+from pg_aio_exporter.poll.worker import FIRST_RETRY, TargetWorker, stale_after
 from pg_aio_exporter.web.server import serve, serve_health
 
 log = logging.getLogger("pg_aio_exporter")
@@ -51,13 +53,47 @@ def _listen(
         raise ConfigError(f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}") from None
 
 
+async def supervise(worker: TargetWorker, poll_interval: float) -> None:
+    """Run the target's worker in a task of its own (named after the target) and start it
+    again whenever it ends but for our own cancellation: whatever ended it (a bug outside the
+    worker's guards, a cancel from elsewhere) is logged and counted as kind `internal` under
+    collector `worker`, and the restart waits FIRST_RETRY doubling up to the poll interval
+    (back to FIRST_RETRY after a run that lasted a poll interval). Meanwhile its series age
+    out of /metrics (stale_after) instead of staying frozen."""
+    backoff = 0.0
+    while True:
+        started = time.monotonic()
+        task = asyncio.create_task(worker.run(), name=worker.target.name)
+        try:
+            await task  # cancelling us cancels it
+            ended: Exception = RuntimeError("the worker returned")
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # our own shutdown
+            ended = RuntimeError("the worker's task was cancelled from outside")
+        except Exception as exc:
+            ended = exc
+        if time.monotonic() - started >= poll_interval:
+            backoff = 0.0
+        backoff = min(max(2 * backoff, FIRST_RETRY), poll_interval)
+        worker.internal_error(WORKER, ended, "run")
+        log.warning(
+            "worker restarting",
+            extra={"target": worker.target.name, "restart_in": round(backoff, 3)},
+        )
+        await asyncio.sleep(backoff)
+
+
 async def run_exporter(
     targets: Sequence[Target], options: Options, ready: Callable[[], None] | None = None
 ) -> None:
     """Serve until cancelled or signalled; ConfigError if the address cannot be bound.
     `ready` is called once the address is bound."""
     selfmetrics = SelfMetrics()
-    exposition = Exposition(selfmetrics)
+    exposition = Exposition(
+        selfmetrics, max_age=stale_after(options.poll_interval, options.timeout)
+    )
     host, port = options.listen
     servers = [
         _listen(
@@ -99,7 +135,10 @@ async def run_exporter(
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    tasks = [asyncio.create_task(w.run(), name=w.target.name) for w in workers]
+    tasks = [
+        asyncio.create_task(supervise(w, options.poll_interval), name=f"supervise {w.target.name}")
+        for w in workers
+    ]
     tasks.append(asyncio.create_task(exposition.run(), name="render"))
     try:
         await stop.wait()

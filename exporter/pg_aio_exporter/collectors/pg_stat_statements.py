@@ -1,16 +1,22 @@
 """pg_stat_statements (extension, PostgreSQL 13+): how long statements took, in total.
 
-The exporter reads totals per target (one row, no query texts: no per-statement series); the
-report reads one row per statement, with its text, to match statements across versions
-(queryid is not stable across major versions) and to name the ones that slowed.
+The exporter exports totals per target (no per-statement series), from one row per statement
+without its text; the report reads the rows with their texts, to match statements across
+versions (queryid is not stable across major versions) and to name the ones that slowed.
 
 Only top-level statements count (PG 14+ `toplevel`): with pg_stat_statements.track = all a
 function's inner statements would count their time twice. Read time is the time waited on
 shared block reads: `blk_read_time` before 17, `shared_blk_read_time` from 17.
 
-The sums are not strictly monotonic: a statement evicted from the extension's table (more
-distinct statements than pg_stat_statements.max) takes its counts with it, which rate() reads
-as a counter reset; pg_stat_statements_info.dealloc counts evictions.
+The table's sums are not monotonic: a statement evicted from the extension's table (more
+distinct statements than pg_stat_statements.max) takes its counts with it, and
+pg_stat_statements_reset() takes them all, which rate() would read as a counter reset (and a
+mean statement time over it as a spike). So the exported totals are the exporter's own: each
+poll adds what each statement counted since the poll before (all its counts when it is new,
+or when its counts went back: reset), and they never fall. What a statement counted between
+its last poll and its eviction is all they miss. The evictions are exported too, from
+pg_stat_statements_info.dealloc (14+). The price: the last poll's counts of every statement,
+about 200 bytes each (pg_stat_statements.max, default 5000, bounds them).
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import psycopg
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG13, PG14, PG17
+
+PREFIX = "pg_aio_statements"  # our own: postgres_exporter has pg_stat_statements_* per query
 
 HIDDEN_TEXT = "<insufficient privilege>"
 # The exporter's own statements (prepared at connect, and the session's SET) are left out of
@@ -129,17 +137,23 @@ def absent_reason(exc: Exception) -> str | None:
 
 
 COUNTERS = (
-    ("calls", "pg_stat_statements_calls", "Statements executed (top level)."),
-    ("exec_seconds", "pg_stat_statements_exec_seconds", "Time statements spent executing."),
-    ("rows", "pg_stat_statements_rows", "Rows statements returned or affected."),
-    ("blocks_read", "pg_stat_statements_shared_blocks_read", "Shared blocks statements read."),
-    ("blocks_hit", "pg_stat_statements_shared_blocks_hit", "Shared blocks found in the buffers."),
+    ("calls", f"{PREFIX}_calls", "Statements executed (top level)."),
+    ("exec_seconds", f"{PREFIX}_exec_seconds", "Time statements spent executing."),
+    ("rows", f"{PREFIX}_rows", "Rows statements returned or affected."),
+    ("blocks_read", f"{PREFIX}_shared_blocks_read", "Shared blocks statements read."),
+    ("blocks_hit", f"{PREFIX}_shared_blocks_hit", "Shared blocks found in the buffers."),
     (
         "read_seconds",
-        "pg_stat_statements_shared_block_read_seconds",
+        f"{PREFIX}_shared_block_read_seconds",
         "Time statements waited on shared block reads; needs track_io_timing.",
     ),
 )
+# A statement's identity in pg_stat_statements (top-level entries only): user, database, queryid.
+_Key = tuple[int | None, int | None, int | None]
+
+
+def _key(row: Row) -> _Key:
+    return row.get("userid"), row.get("dbid"), row.get("queryid")
 
 
 class PgStatStatementsCollector:
@@ -152,23 +166,28 @@ class PgStatStatementsCollector:
 
     def __init__(self, per_statement: bool = False) -> None:
         self.per_statement = per_statement
+        self._last: dict[_Key, StatementCounters] = {}  # each statement's counts, last poll
+        self._totals = NO_STATEMENTS  # what is exported: they only grow
 
     def query(self, version_num: int) -> str | None:
         if version_num < self.since:
             return None
         top = " WHERE toplevel" if version_num >= PG14 else ""
+        key = "s.userid::int8 AS userid, s.dbid::int8 AS dbid, s.queryid"
         if not self.per_statement:
-            sums = ", ".join(
-                f"coalesce(sum({c}), 0)::float8 AS {c}"
-                for c in ("calls", "exec_time", "rows", "blocks_read", "blocks_hit", "read_time")
+            # Evictions since the last reset (pg_stat_statements_info: 14+), on every row.
+            dealloc = (
+                "(SELECT dealloc FROM pg_stat_statements_info)::float8"
+                if version_num >= PG14
+                else "NULL::float8"
             )
             return (
-                f"SELECT count(*)::int AS statements, {sums}"
-                f" FROM (SELECT {_columns(version_num)} FROM pg_stat_statements(false){top}) s"
+                f"SELECT {key}, {_columns(version_num)}, {dealloc} AS dealloc"
+                f" FROM pg_stat_statements(false) s{top}"
             )
         where = " AND s.toplevel" if version_num >= PG14 else ""
         return (
-            f"SELECT {_columns(version_num)}, s.query, d.datname, r.rolname"
+            f"SELECT {key}, {_columns(version_num)}, s.query, d.datname, r.rolname"
             " FROM pg_stat_statements(true) s"
             " LEFT JOIN pg_database d ON d.oid = s.dbid LEFT JOIN pg_roles r ON r.oid = s.userid"
             f" WHERE s.calls > 0{where}"
@@ -178,16 +197,32 @@ class PgStatStatementsCollector:
         return absent_reason(exc)
 
     def collect(self, rows: list[Row], out: MetricSet) -> None:
-        if not rows:
-            return
-        summed = sum((counters(row) for row in rows), NO_STATEMENTS)
+        now: dict[_Key, StatementCounters] = {}
+        grown = NO_STATEMENTS
+        for row in rows:
+            key, counted = _key(row), counters(row)
+            before = self._last.get(key)
+            since = counted if before is None else counted - before
+            grown += counted if since.went_back else since
+            now[key] = counted
+        totals = self._totals + grown
         for field, metric, doc in COUNTERS:
-            out.counter(metric, doc, getattr(summed, field))
+            out.counter(metric, doc, getattr(totals, field))
         out.gauge(
-            "pg_stat_statements_statements",
+            f"{PREFIX}_entries",
             "Statements pg_stat_statements holds (pg_stat_statements.max bounds it).",
             float(sum(row.get("statements", 1) for row in rows)),
         )
+        dealloc = rows[0].get("dealloc") if rows else None
+        if dealloc is not None:
+            out.counter(
+                f"{PREFIX}_deallocations",
+                "Times pg_stat_statements evicted statements to make room"
+                " (pg_stat_statements_info.dealloc); the totals leave out what they had counted.",
+                dealloc,
+            )
+        # Kept only once all is collected: a collect that raised half-way changes nothing.
+        self._last, self._totals = now, totals
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,9 @@ exposition order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
+import time
 import zlib
 from collections.abc import Callable
 
@@ -33,6 +36,9 @@ EAGER_BYTES = 512 * 1024
 # Chunks are sent in batches of about this size: a few system calls, and no copy of the whole.
 WRITE_BATCH_BYTES = 256 * 1024
 
+
+# A part is dropped at most max_age * (1 + 1/AGE_CHECKS) after its last publish.
+AGE_CHECKS = 4
 
 GZIP_WBITS = 31  # zlib: a gzip header and trailer around the deflate stream
 
@@ -113,9 +119,21 @@ class _Piece:
 
 
 class Exposition:
-    def __init__(self, selfmetrics: SelfMetrics) -> None:
+    def __init__(
+        self,
+        selfmetrics: SelfMetrics,
+        *,
+        max_age: float = math.inf,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`max_age`: seconds after which a (target, part) that was not published again is
+        dropped, so that no family older than that is served as current (the worker's
+        stale_after: a target whose task hangs or died goes absent, not frozen)."""
         self._self = selfmetrics
+        self._max_age = max_age
+        self._clock = clock
         self._parts: dict[tuple[str, str], list[_Piece]] = {}
+        self._published: dict[tuple[str, str], float] = {}
         self._changed = asyncio.Event()
         self.body = Body([])
         self.render()
@@ -123,9 +141,16 @@ class Exposition:
     def publish(self, target: str, part: str, families: list[Family]) -> None:
         """Replace what one target's poller ("poll") or sampler ("sample") last produced."""
         self._parts[(target, part)] = [_Piece(family) for family in families]
+        self._published[(target, part)] = self._clock()
         self._changed.set()
 
+    def _age_out(self) -> None:
+        oldest = self._clock() - self._max_age
+        for key in [key for key, at in self._published.items() if at < oldest]:
+            del self._parts[key], self._published[key]
+
     def render(self) -> None:
+        self._age_out()
         # The text format allows one HELP/TYPE per name: group every part's pieces by family,
         # in order of first appearance over the parts sorted by (target, part).
         groups: dict[str, list[_Piece]] = {}
@@ -142,9 +167,13 @@ class Exposition:
             _release_free_memory()
 
     async def run(self) -> None:
+        # Nothing published for a while still renders now and then, to age out what is stale.
+        recheck = None if math.isinf(self._max_age) else self._max_age / AGE_CHECKS
         while True:
-            await self._changed.wait()
-            large = self.body.large
-            await asyncio.sleep(LARGE_BODY_COALESCE_SECONDS if large else COALESCE_SECONDS)
-            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), recheck)
+            if self._changed.is_set():
+                large = self.body.large
+                await asyncio.sleep(LARGE_BODY_COALESCE_SECONDS if large else COALESCE_SECONDS)
+                self._changed.clear()
             self.render()

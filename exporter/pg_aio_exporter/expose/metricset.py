@@ -90,6 +90,10 @@ class MetricSet:
         family = self._family(name, doc, "counter")
         family.lines.append(self._line(name + "_total", value, labels))
 
+    def sibling(self) -> MetricSet:
+        """An empty set with the same base labels: one collector's, collected apart."""
+        return MetricSet(self._base)
+
     def families(self) -> list[Family]:
         return list(self._families.values())
 

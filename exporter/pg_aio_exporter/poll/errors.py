@@ -74,21 +74,18 @@ def error_kind(exc: BaseException) -> str:
 
 # The kinds each `collector` label of pg_aio_exporter_poll_errors_total can come with: the
 # connection fails before any statement ("connection"), a collector's own statement fails or
-# a poll collector's code raises ("internal"), or a bug ends a round (the worker's "poll" or
-# "sample" step).
+# its code raises ("internal"), a bug ends a round (the worker's "poll" or "sample" step), or
+# the target's task ended and was restarted ("worker", app.py).
+WORKER = "worker"  # the collector label of a target's task that ended and was restarted
 CONNECTION_KINDS = ("connection", "auth", "timeout", "unsupported")
 STATEMENT_KINDS = ("timeout", "privilege", "query")
 
 
-def known_failures(
-    collectors: Iterable[str], rounds: Iterable[str], isolated: Iterable[str] = ()
-) -> list[tuple[str, str]]:
+def known_failures(collectors: Iterable[str], rounds: Iterable[str]) -> list[tuple[str, str]]:
     """The (collector, kind) label pairs a target can report, to start at 0: a counter that
-    appears at 1 shows no increase() until its second error. `isolated`: the collectors whose
-    own bugs are counted under their name (the poll collectors)."""
+    appears at 1 shows no increase() until its second error."""
     return [
         *(("connection", kind) for kind in CONNECTION_KINDS),
-        *((collector, kind) for collector in collectors for kind in STATEMENT_KINDS),
-        *((collector, INTERNAL) for collector in isolated),
-        *((round_, INTERNAL) for round_ in rounds),
+        *((collector, kind) for collector in collectors for kind in [*STATEMENT_KINDS, INTERNAL]),
+        *((round_, INTERNAL) for round_ in [*rounds, WORKER]),
     ]

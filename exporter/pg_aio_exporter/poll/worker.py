@@ -52,6 +52,18 @@ FIRST_RETRY = 1.0  # reconnect backoff doubles from here up to the poll interval
 # A view found absent (an extension not installed) is asked for again this much later: once
 # created, it is read without a restart, and the server logs one error per retry, not per poll.
 ABSENT_RETRY = 600.0
+# What a target last published is dropped from /metrics once it is this many poll intervals
+# older than a round may take (stale_after).
+STALE_POLLS = 3
+
+
+def stale_after(poll_interval: float, timeout: float) -> float:
+    """How old a target's published families may get before the exposition drops them. A
+    working target publishes after every poll (and, while it cannot connect, more often); a
+    poll takes at most its connect and its round trip, each bounded by the timeout and its
+    slack. A target silent for longer has a hung or dead task: its series go absent rather
+    than serve the last values, pg_up 1 included, as current."""
+    return STALE_POLLS * poll_interval + 2 * (timeout + CLIENT_TIMEOUT_SLACK)
 
 
 def next_tick(deadline: float, interval: float, now: float) -> tuple[float, int]:
@@ -136,13 +148,14 @@ class TargetWorker:
         # Collector -> kind of its current failure streak: one log line when a streak starts
         # or its cause changes, one when it ends, nothing in between.
         self._failing: dict[str, str] = {}
+        # (collector, step) -> the bug it last logged, for internal_error.
+        self._bugs: dict[tuple[str, str], str] = {}
         self._unsupported_logged = False
         self._absent: dict[str, float] = {}  # collector -> time.monotonic() to ask again
         sampling = self._sampler.collectors if self._sampler is not None else []
         rounds = ["poll", "sample"] if self._sampler is not None else ["poll"]
         names = [c.name for c in [*self._collectors, *sampling]]
-        polled = [c.name for c in self._collectors]
-        for collector, kind in known_failures(names, rounds, isolated=polled):
+        for collector, kind in known_failures(names, rounds):
             selfmetrics.poll_errors.labels(target.name, collector, kind)
         self._password: str | None = None  # the last one read from the target's password source
 
@@ -176,8 +189,7 @@ class TargetWorker:
                         # Samples start once connected: the time a (re)connect took is no
                         # sample missed.
                         next_sample = max(next_sample, loop.time())
-                    if self._sampler is not None:
-                        self._sampler.roll_window()
+                    self._roll_window()
                     self._publish_samples(current=reached)
                     if reached:
                         backoff = 0.0
@@ -216,19 +228,26 @@ class TargetWorker:
         try:
             return await step()
         except Exception as exc:
-            self._internal_error(step.__name__, exc, step.__name__)
+            self.internal_error(step.__name__, exc, step.__name__)
             await self._disconnect()
+            # Never raises: each sample collector's series are collected under a guard.
             self._publish_samples(current=False)
             return False
 
-    def _internal_error(self, collector: str, exc: Exception, step: str) -> None:
-        """A bug, in a collector or in a poll or sample step (then `collector` is the step)."""
+    def internal_error(self, collector: str, exc: Exception, step: str) -> None:
+        """A bug, in a collector, in a poll or sample step (then `collector` is the step) or
+        one that ended the worker's task (collector `worker`, app.py). Counted every time;
+        logged with its traceback when the (collector, step) starts failing or fails in
+        another way, not again each second a sample collector's bug repeats."""
         # The traceback is what a bug report needs; the log formats render fields only.
         trace = "".join(traceback.format_exception(exc))
-        self._log.error(
-            "internal error",
-            extra=self._log_fields(step=step, collector=collector, err=self._scrub(trace)),
-        )
+        cause = f"{type(exc).__name__}: {exc}"
+        if self._bugs.get((collector, step)) != cause:
+            self._bugs[(collector, step)] = cause
+            self._log.error(
+                "internal error",
+                extra=self._log_fields(step=step, collector=collector, err=self._scrub(trace)),
+            )
         self._self.poll_errors.labels(self.target.name, collector, INTERNAL).inc()
         if self._tap is not None:
             message = self._scrub(str(exc).strip().split("\n")[0] or type(exc).__name__)
@@ -373,7 +392,7 @@ class TargetWorker:
             except Exception as exc:
                 # A bug in one collector costs its own series for this poll, nothing else.
                 all_ok = False
-                self._internal_error(collector.name, exc, "poll")
+                self.internal_error(collector.name, exc, "poll")
                 continue
             out.add(own_set)
             self._succeeded(collector.name)
@@ -463,11 +482,17 @@ class TargetWorker:
             return (await run_pipelined(conn, [*queries, self._statements[flush]]))[: len(queries)]
         return await run_pipelined(conn, queries)
 
+    def _roll_window(self) -> None:
+        if self._sampler is not None:
+            for name, exc in self._sampler.roll_window():
+                self.internal_error(name, exc, "roll_window")
+
     def _publish_samples(self, *, current: bool) -> None:
         if self._sampler is None:
             return
         out = MetricSet(self._base_labels)
-        self._sampler.collect(out, current=current)
+        for name, exc in self._sampler.collect(out, current=current):
+            self.internal_error(name, exc, "sample")
         self._publish("sample", out)
 
     def _publish(self, part: str, out: MetricSet) -> None:

@@ -1,0 +1,233 @@
+"""A bug anywhere in a target's round, or its task ended from outside, never leaves that
+target's last values on /metrics as if current: the exporter runs in this process against a
+real PostgreSQL 18 and is scraped over HTTP; each case breaks one thing and checks, over
+several poll intervals, that every series is either current or absent, never frozen with
+pg_up 1."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from harness import Samples, labels, parse
+from pg_aio_exporter.app import Options, run_exporter
+from pg_aio_exporter.collectors import registry
+from pg_aio_exporter.collectors.base import Row
+from pg_aio_exporter.config.targets import target_from_dsn
+from pg_aio_exporter.config.webconfig import WebConfig
+from pg_aio_exporter.demo.server import LocalServer, free_port
+from pg_aio_exporter.expose.metricset import MetricSet
+from pg_aio_exporter.poll.worker import TargetWorker, stale_after
+from pg_aio_exporter.versions import PG10
+
+POLL = 1.0
+SAMPLE = 0.25
+TIMEOUT = 1.0
+DEFAULT = labels(target="default")
+ERRORS = "pg_aio_exporter_poll_errors_total"
+LAST_POLL = "pg_aio_exporter_last_poll_success_timestamp_seconds"
+
+
+class DummySampled:
+    """A sampled view that is not PostgreSQL's: counts its samples, and the most recent
+    window's samples as a gauge."""
+
+    name = "dummy_sampled"
+    since = PG10
+    labels = ()
+
+    def __init__(self) -> None:
+        self.seen = 0
+        self.window = 0
+        self.rolled = 0
+        self.last_window = 0
+
+    def query(self, version_num: int) -> str | None:
+        return "SELECT 1 AS one"
+
+    def observe(self, rows: list[Row], version_num: int) -> str | None:
+        self.seen += 1
+        self.window += 1
+        return None
+
+    def roll_window(self) -> None:
+        self.rolled += 1
+        self.last_window, self.window = self.window, 0
+
+    def collect_counters(self, out: MetricSet) -> None:
+        out.counter("pg_dummy_sampled", "Samples seen.", self.seen)
+
+    def collect_gauges(self, out: MetricSet) -> None:
+        out.gauge("pg_dummy_window", "Samples in the last window.", self.last_window)
+
+    def totals(self) -> dict[str, Any]:
+        return {}
+
+
+class CountersBreak(DummySampled):
+    """Its collect_counters raises from the 5th sample on (after the first polls)."""
+
+    def collect_counters(self, out: MetricSet) -> None:
+        if self.seen >= 5:
+            raise RuntimeError("a bug in collect_counters")
+        super().collect_counters(out)
+
+
+class WindowBreaks(DummySampled):
+    """Its roll_window raises from the 3rd poll on."""
+
+    def roll_window(self) -> None:
+        if self.rolled >= 2:
+            raise RuntimeError("a bug in roll_window")
+        super().roll_window()
+
+
+Scrape = Callable[[], Awaitable[Samples]]
+
+
+def run(server: LocalServer, case: Callable[[Scrape], Awaitable[None]]) -> None:
+    """The exporter on a free port for `server` (target `default`, 1 s polls, 0.25 s samples),
+    while `case` runs with a function that scrapes it."""
+    port = free_port()
+    options = Options(("127.0.0.1", port), "/metrics", POLL, SAMPLE, TIMEOUT, WebConfig())
+    target = target_from_dsn(server.dsn(), name="default")
+
+    def get() -> Samples:
+        url = f"http://127.0.0.1:{port}/metrics"
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return parse(resp.read().decode())
+
+    async def scrape() -> Samples:
+        return await asyncio.to_thread(get)
+
+    async def main() -> None:
+        ready = asyncio.Event()
+        exporter = asyncio.create_task(run_exporter([target], options, ready.set))
+        try:
+            await asyncio.wait_for(ready.wait(), 10)
+            await case(scrape)
+        finally:
+            exporter.cancel()
+            await asyncio.gather(exporter, return_exceptions=True)
+
+    asyncio.run(main())
+
+
+async def until(scrape: Scrape, check: Callable[[Samples], bool], what: str) -> Samples:
+    deadline = time.monotonic() + 20
+    while True:
+        samples = await scrape()
+        if check(samples):
+            return samples
+        assert time.monotonic() < deadline, f"timed out waiting for {what}: {sorted(samples)}"
+        await asyncio.sleep(0.1)
+
+
+async def never_frozen(scrape: Scrape, seconds: float) -> list[Samples]:
+    """Scrapes for `seconds`: each one either has no pg_up for the target, or a poll stamped
+    within a few poll intervals; and the polls and samples go on."""
+    seen = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        samples = await scrape()
+        if DEFAULT in samples.get("pg_up", {}):
+            age = time.time() - samples[LAST_POLL][DEFAULT]
+            assert age < 3 * POLL + 2 * TIMEOUT, f"pg_up served with a poll {age:.1f} s old"
+        seen.append(samples)
+        await asyncio.sleep(0.2)
+    last = seen[-1]
+    assert last["pg_up"] == {DEFAULT: 1}, "the target polls again"
+    assert time.time() - last[LAST_POLL][DEFAULT] < 2 * POLL + TIMEOUT
+    return seen
+
+
+def internal(samples: Samples, collector: str) -> float:
+    """Its internal errors; -1 before the worker started (the first scrapes can be earlier)."""
+    key = labels(target="default", collector=collector, kind="internal")
+    return samples.get(ERRORS, {}).get(key, -1)
+
+
+def test_a_sample_collector_that_raises_costs_its_own_series(
+    pg18: LocalServer, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setitem(registry.SAMPLE, CountersBreak.name, CountersBreak)
+
+    async def case(scrape: Scrape) -> None:
+        before = await until(scrape, lambda s: "pg_dummy_window" in s, "the dummy's gauge")
+        samples_before = before["pg_aio_sampler_samples_total"][DEFAULT]
+        seen = await never_frozen(scrape, 4 * POLL)
+        last = seen[-1]
+        assert "pg_dummy_sampled_total" not in last and "pg_dummy_window" not in last
+        assert last["pg_aio_sampler_samples_total"][DEFAULT] > samples_before + 4
+        assert last["pg_aio_io_workers"], "the other collectors' gauges are current"
+        assert internal(last, "dummy_sampled") > 1
+        assert internal(last, "worker") == 0
+
+    run(pg18, case)
+
+
+def test_a_roll_window_that_raises_costs_its_gauges(
+    pg18: LocalServer, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setitem(registry.SAMPLE, WindowBreaks.name, WindowBreaks)
+
+    async def case(scrape: Scrape) -> None:
+        await until(scrape, lambda s: internal(s, "dummy_sampled") > 0, "the broken roll")
+        seen = await never_frozen(scrape, 4 * POLL)
+        counted = [s["pg_dummy_sampled_total"][DEFAULT] for s in seen]
+        assert counted[-1] > counted[0], "its counters are still current"
+        assert not any("pg_dummy_window" in s for s in seen), "a window that never closed"
+        assert any(s.get("pg_aio_io_worker_utilization_ratio") for s in seen[-5:])
+        assert internal(seen[-1], "worker") == 0
+
+    run(pg18, case)
+
+
+def test_a_task_cancelled_from_outside_is_restarted(pg18: LocalServer):
+    async def case(scrape: Scrape) -> None:
+        first = await until(scrape, lambda s: DEFAULT in s.get(LAST_POLL, {}), "a poll")
+        assert internal(first, "worker") == 0
+        (task,) = [t for t in asyncio.all_tasks() if t.get_name() == "default"]
+        task.cancel()
+        await until(scrape, lambda s: internal(s, "worker") == 1, "the restart counted")
+        seen = await never_frozen(scrape, 4 * POLL)
+        assert internal(seen[-1], "worker") == 1, "one restart for one cancel"
+
+    run(pg18, case)
+
+
+def test_a_hung_task_goes_absent(pg18: LocalServer, monkeypatch: pytest.MonkeyPatch):
+    """A round that never ends (a bug no timeout bounds): after stale_after, the target's
+    series are gone, pg_up included, while the exporter's own stay."""
+    real = TargetWorker.sample
+    calls = 0
+
+    async def hangs_on_its_10th(self: TargetWorker) -> bool:
+        nonlocal calls
+        calls += 1
+        if calls >= 10:
+            await asyncio.Event().wait()
+        return await real(self)
+
+    monkeypatch.setattr(TargetWorker, "sample", hangs_on_its_10th)
+
+    async def case(scrape: Scrape) -> None:
+        await until(scrape, lambda s: calls >= 10, "the hang")
+        hung = time.monotonic()
+        gone = await until(scrape, lambda s: "pg_up" not in s, "pg_up to go")
+        took = time.monotonic() - hung
+        assert stale_after(POLL, TIMEOUT) - POLL < took < 1.5 * stale_after(POLL, TIMEOUT) + 1
+        assert not [
+            name
+            for name in gone
+            if name.startswith(("pg_stat", "pg_settings", "pg_aio_"))
+            and not name.startswith("pg_aio_exporter")
+        ]
+        assert gone[ERRORS], "the exporter's own series stay"
+
+    run(pg18, case)
