@@ -362,9 +362,9 @@ class Annotation:
 
 
 def _changed(metric: str) -> str:
-    # changes() ignores the gaps while a target is down (its series are then absent), so a
-    # value that differs after a restart still counts, and a mere gap does not.
-    return f"sum by (target) (changes({metric}{{{T}}}[5m])) > 0"
+    # A value that differs after a restart still counts, a mere gap while a target is down
+    # (its series are then absent) does not, and a new target is no change (promql.value_span).
+    return f"sum by (target) ({promql.value_span(f'{metric}{{{T}}}', '5m')}) > 0"
 
 
 # The settings whose changes are annotated: the package's one list (collectors/settings.py).

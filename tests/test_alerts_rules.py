@@ -19,6 +19,7 @@ import yaml
 
 from alert_rules import load_generator
 from prometheus import VERSIONS, binary
+from victoriametrics import binary as vm_binary
 
 pytestmark = pytest.mark.unit
 
@@ -93,6 +94,35 @@ def test_promtool_fixtures(fixture: Path, version: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def vmalert_tool(fixture: Path, directory: Path) -> subprocess.CompletedProcess[str]:
+    """`vmalert-tool unittest` on a promtool fixture. Its format is promtool's but for the
+    name of the expression tests (MetricsQL is not PromQL): a copy in `directory` renames
+    them, its rule files named by absolute path."""
+    test = yaml.safe_load(fixture.read_text())
+    test["rule_files"] = [str((fixture.parent / f).resolve()) for f in test["rule_files"]]
+    for group in test["tests"]:
+        if "promql_expr_test" in group:
+            group["metricsql_expr_test"] = group.pop("promql_expr_test")
+    copy = directory / fixture.name
+    copy.write_text(yaml.safe_dump(test, sort_keys=False))
+    return subprocess.run(
+        # The promtool format names no rule group: vmalert's alertgroup label stays off.
+        [vm_binary("vmalert-tool"), "unittest", "-disableAlertgroupLabel", f"--files={copy}"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.stem)
+def test_vmalert_tool_fixtures(fixture: Path, tmp_path: Path) -> None:
+    """The same fixtures, evaluated by vmalert on VictoriaMetrics (MetricsQL): one rule file
+    for every engine (docs/alerts.md, "VictoriaMetrics")."""
+    result = vmalert_tool(fixture, tmp_path)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+
+
 def test_every_alert_family_has_a_60s_scrape_fixture() -> None:
     # 60 s is the longest scrape interval the rules are built for (params.yaml scrape_interval).
     for fixture in FIXTURES:
@@ -100,9 +130,17 @@ def test_every_alert_family_has_a_60s_scrape_fixture() -> None:
         assert "1m" in intervals, f"{fixture.name}: no test group scraped every minute"
 
 
-@pytest.mark.parametrize("fixture", ["health", "latency_absolute", "settings"])
+@pytest.mark.parametrize(
+    ("fixture", "engine"),
+    [
+        ("health", "promtool"),
+        ("latency_absolute", "promtool"),
+        ("settings", "promtool"),
+        ("settings", "vmalert-tool"),
+    ],
+)
 def test_fixtures_fail_without_the_target_selector(
-    generate: ModuleType, tmp_path: Path, fixture: str
+    generate: ModuleType, tmp_path: Path, fixture: str, engine: str
 ) -> None:
     """These fixtures hold another exporter's series of the same names (no `target` label):
     with an empty selector the rules pick them up and the fixture fails, so it can fail."""
@@ -114,7 +152,11 @@ def test_fixtures_fail_without_the_target_selector(
     copy = tmp_path / "tests" / "rules" / f"{fixture}.yml"
     shutil.copy(Path(__file__).parent / "rules" / f"{fixture}.yml", copy)
     assert generate.main(["--params", str(override), "--out", str(generated)]) == 0
-    result = promtool("test", "rules", copy)
+    if engine == "promtool":
+        result = promtool("test", "rules", copy)
+    else:
+        (tmp_path / "vm").mkdir()
+        result = vmalert_tool(copy, tmp_path / "vm")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "FAILED" in result.stdout + result.stderr
 
