@@ -31,7 +31,8 @@ from harness import Exporter
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import create_table
 from postgres_exporter import PostgresExporter
-from prometheus import VERSIONS, Prometheus
+from prometheus import Prometheus
+from victoriametrics import ENGINES, engine_id, engine_name
 
 BOARDS = sorted((Path(__file__).resolve().parent.parent / "dashboards").glob("*.json"))
 SCRAPE_SECONDS = 30
@@ -105,7 +106,7 @@ def stack(server: LocalServer) -> Iterator[Stack]:
             server.dsn(),
             scrape_interval=f"{SCRAPE_SECONDS}s",
             poll_interval=f"{SCRAPE_SECONDS}s",
-            versions=VERSIONS,
+            versions=ENGINES,
             jobs={PEER_JOB: [peer.address]},
         ) as (exporter, proms):
             yield Stack(exporter, proms, time.monotonic() + FILLED_SECONDS)
@@ -113,7 +114,7 @@ def stack(server: LocalServer) -> Iterator[Stack]:
         peer.stop()
 
 
-@pytest.fixture(params=VERSIONS, ids=lambda v: f"prometheus{v}")
+@pytest.fixture(params=ENGINES, ids=engine_id)
 def prom(request: pytest.FixtureRequest, stack: Stack) -> Prometheus:
     time.sleep(max(0.0, stack.filled_at - time.monotonic()))
     return stack.proms[request.param]
@@ -180,7 +181,7 @@ def test_every_panel_query_returns_our_data(prom: Prometheus, record_property: A
     record_property("queries_checked", checked)
     record_property("seconds_until_all_returned_data", round(elapsed, 1))
     print(
-        f"\nPrometheus {prom.version}: {checked} queries checked in {elapsed:.0f}s; empty, as "
+        f"\n{engine_name(prom.version)}: {checked} queries checked in {elapsed:.0f}s; empty, as "
         "allowed:",
         *sorted(empty),
         sep="\n",
