@@ -19,7 +19,6 @@ import yaml
 
 from alert_rules import load_generator
 from prometheus import VERSIONS, binary
-from victoriametrics import binary as vm_binary
 
 pytestmark = pytest.mark.unit
 
@@ -94,35 +93,6 @@ def test_promtool_fixtures(fixture: Path, version: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def vmalert_tool(fixture: Path, directory: Path) -> subprocess.CompletedProcess[str]:
-    """`vmalert-tool unittest` on a promtool fixture. Its format is promtool's but for the
-    name of the expression tests (MetricsQL is not PromQL): a copy in `directory` renames
-    them, its rule files named by absolute path."""
-    test = yaml.safe_load(fixture.read_text())
-    test["rule_files"] = [str((fixture.parent / f).resolve()) for f in test["rule_files"]]
-    for group in test["tests"]:
-        if "promql_expr_test" in group:
-            group["metricsql_expr_test"] = group.pop("promql_expr_test")
-    copy = directory / fixture.name
-    copy.write_text(yaml.safe_dump(test, sort_keys=False))
-    return subprocess.run(
-        # The promtool format names no rule group: vmalert's alertgroup label stays off.
-        [vm_binary("vmalert-tool"), "unittest", "-disableAlertgroupLabel", f"--files={copy}"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-
-
-@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.stem)
-def test_vmalert_tool_fixtures(fixture: Path, tmp_path: Path) -> None:
-    """The same fixtures, evaluated by vmalert on VictoriaMetrics (MetricsQL): one rule file
-    for every engine (docs/alerts.md, "VictoriaMetrics")."""
-    result = vmalert_tool(fixture, tmp_path)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
-
-
 def test_every_alert_family_has_a_60s_scrape_fixture() -> None:
     # 60 s is the longest scrape interval the rules are built for (params.yaml scrape_interval).
     for fixture in FIXTURES:
@@ -130,33 +100,26 @@ def test_every_alert_family_has_a_60s_scrape_fixture() -> None:
         assert "1m" in intervals, f"{fixture.name}: no test group scraped every minute"
 
 
-@pytest.mark.parametrize(
-    ("fixture", "engine"),
-    [
-        ("health", "promtool"),
-        ("latency_absolute", "promtool"),
-        ("settings", "promtool"),
-        ("settings", "vmalert-tool"),
-    ],
-)
+def unsafe_fixture(generate: ModuleType, directory: Path, fixture: str) -> Path:
+    """A copy of a fixture whose rules are generated with an empty selector."""
+    override = directory / "unsafe.yaml"
+    override.write_text(yaml.safe_dump({"selector": ""}))
+    # The fixtures name their rules ../../alerts/*.yml: rebuild that layout around a copy.
+    generated = directory / "alerts"
+    (directory / "tests" / "rules").mkdir(parents=True)
+    copy = directory / "tests" / "rules" / f"{fixture}.yml"
+    shutil.copy(Path(__file__).parent / "rules" / f"{fixture}.yml", copy)
+    assert generate.main(["--params", str(override), "--out", str(generated)]) == 0
+    return copy
+
+
+@pytest.mark.parametrize("fixture", ["health", "latency_absolute", "settings"])
 def test_fixtures_fail_without_the_target_selector(
-    generate: ModuleType, tmp_path: Path, fixture: str, engine: str
+    generate: ModuleType, tmp_path: Path, fixture: str
 ) -> None:
     """These fixtures hold another exporter's series of the same names (no `target` label):
     with an empty selector the rules pick them up and the fixture fails, so it can fail."""
-    override = tmp_path / "unsafe.yaml"
-    override.write_text(yaml.safe_dump({"selector": ""}))
-    # The fixtures name their rules ../../alerts/*.yml: rebuild that layout around a copy.
-    generated = tmp_path / "alerts"
-    (tmp_path / "tests" / "rules").mkdir(parents=True)
-    copy = tmp_path / "tests" / "rules" / f"{fixture}.yml"
-    shutil.copy(Path(__file__).parent / "rules" / f"{fixture}.yml", copy)
-    assert generate.main(["--params", str(override), "--out", str(generated)]) == 0
-    if engine == "promtool":
-        result = promtool("test", "rules", copy)
-    else:
-        (tmp_path / "vm").mkdir()
-        result = vmalert_tool(copy, tmp_path / "vm")
+    result = promtool("test", "rules", unsafe_fixture(generate, tmp_path, fixture))
     assert result.returncode == 1, result.stdout + result.stderr
     assert "FAILED" in result.stdout + result.stderr
 
