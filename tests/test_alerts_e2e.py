@@ -1,5 +1,5 @@
 """End to end: PostgreSQL 18 on slow storage, the exporter, and Prometheus 2 and 3 side by side,
-each running the rules.
+each running the rules (storage turning slow: VictoriaMetrics with vmalert beside them).
 
 Storage turning slow: the shipped rules generated with short windows from a params override
 (never edited by hand). One io worker serves four clients scanning a table 2x shared_buffers.

@@ -1,6 +1,7 @@
-"""End to end where users are: the exporter polling every 30 s, Prometheus 2 (Debian's) and 3.5
-each scraping it every 30 s with the shipped rules, and prometheus-community's postgres_exporter
-watching the same PostgreSQL 18 into the same Prometheus, under a read workload.
+"""End to end where users are: the exporter polling every 30 s, Prometheus 2 (Debian's), 3.5 and
+VictoriaMetrics (vmalert evaluating) each scraping it every 30 s with the shipped rules, and
+prometheus-community's postgres_exporter watching the same PostgreSQL 18 into the same
+engines, under a read workload.
 
 - Every query of the shipped dashboards, run as Grafana would run it with its data source's
   scrape interval set to 30 s ($__rate_interval 2m), returns data once Prometheus has held data
@@ -9,7 +10,7 @@ watching the same PostgreSQL 18 into the same Prometheus, under a read workload.
   postgres_exporter's series, which carry our names (pg_up, pg_settings_*) and, for its role,
   track_io_timing off: the same alert with an empty selector would be pending on them.
 
-One stack serves every test of this module, both Prometheus versions scraping side by side."""
+One stack serves every test of this module, the three engines scraping side by side."""
 
 from __future__ import annotations
 
