@@ -35,6 +35,7 @@ from promql import (
     io_worker_max_utilization,
     io_worker_pool_share,
     io_worker_utilization,
+    value_span,
     wal_formulas,
     without,
     workload_formulas,
@@ -575,14 +576,14 @@ def setting_changed(params: Params, p: Params) -> Alert:
         metric = series(params, setting.metric)
         name = setting.name
         return (
-            f"label_replace(\n  {metric} and changes({metric}[{window}]) > 0,\n"
+            f"label_replace(\n  {metric} and ({value_span(metric, window)}) > 0,\n"
             f'  "setting", "{name}", "", ""\n)'
         )
 
     # The state set's active series carries the new io_method in its label.
     method = series(params, "pg_aio_io_method")
     io_method = (
-        f"label_replace(\n  {method} == 1 and changes({method}[{window}]) > 0,\n"
+        f"label_replace(\n  {method} == 1 and ({value_span(method, window)}) > 0,\n"
         '  "setting", "io_method", "", ""\n)'
     )
     return Alert(
@@ -611,7 +612,7 @@ def pending_restart(params: Params, p: Params) -> Alert:
 def stats_reset(params: Params, p: Params) -> Alert:
     metric = series(params, "pg_stat_io_stats_reset_timestamp_seconds")
     return Alert(
-        expr=f"changes({metric}[{p['window']}]) > 0",
+        expr=f"({value_span(metric, p['window'])}) > 0",
         summary="pg_stat_io statistics of {{ $labels.target }} were reset.",
         description="pg_stat_io was reset (pg_stat_reset_shared('io') or crash recovery) "
         f"within the last {p['window']}. Rates and the shipped rules cope; tools reading the "

@@ -20,6 +20,14 @@ def without(labels: Sequence[str]) -> str:
     return f"without ({', '.join(labels)})"
 
 
+def value_span(selector: str, window: str) -> str:
+    """How far the value of each series of `selector` moved within `window`: above 0 when it
+    changed. Not changes(): MetricsQL's (VictoriaMetrics, vmalert) counts a series' first
+    sample in the window as a change, so every new target would look changed. A gap while a
+    target is down is no change either way; the same value after it is none."""
+    return f"max_over_time({selector}[{window}]) - min_over_time({selector}[{window}])"
+
+
 @dataclass(frozen=True)
 class Scope:
     """How a formula reads the exporter's series: `selector` on every one of them, each range

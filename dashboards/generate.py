@@ -56,9 +56,10 @@ MIB = 1048576
 OURS = yaml.safe_load((RULES / "params.yaml").read_text())["selector"]
 # Which servers the panels show: Prometheus' scrape labels, the extra labels a target may carry
 # (`labels:` / `--label`, or a Prometheus external label; add yours here), then the target. Each
-# is a multi-value variable whose "All" is `.*`, which also matches a series without the label.
+# is a multi-value variable whose "All" is a pattern (_label_values).
+SCRAPE_LABELS = ("job", "instance")
 EXTRA_LABELS = ("cluster",)
-SERVER_LABELS = ("job", "instance", *EXTRA_LABELS, "target")
+SERVER_LABELS = (*SCRAPE_LABELS, *EXTRA_LABELS, "target")
 
 
 def servers(labels: Sequence[str]) -> str:
@@ -147,11 +148,13 @@ class Grid:
 
 @dataclass(frozen=True)
 class Q:
-    """One panel query: expression, legend, and for tables/stats an instant evaluation."""
+    """One panel query: expression, legend, and for stats over the dashboard's whole range an
+    instant evaluation (at its end), as a table for table panels."""
 
     expr: str
     legend: str = ""
     instant: bool = False
+    table: bool = False
 
 
 def _targets(queries: Sequence[Q]) -> list[prometheus.Dataquery]:
@@ -163,7 +166,9 @@ def _targets(queries: Sequence[Q]) -> list[prometheus.Dataquery]:
         if q.legend:
             target.legend_format(q.legend)
         if q.instant:
-            target.instant().format(PromQueryFormat.TABLE)
+            target.instant()
+            if q.table:
+                target.format(PromQueryFormat.TABLE)
         else:
             target.range()
         out.append(target)
@@ -296,9 +301,11 @@ def _label_values(name: str, label: str, selector: str) -> db.QueryVariable:
         .sort(dm.VariableSort.ALPHABETICAL_CASE_INSENSITIVE_ASC)
         .multi(True)
         .include_all(True)
-        # `.*` rather than the list of values: also matches rows of the sampler metrics that
-        # pg_stat_io has no reads for (e.g. walwriter waits), and keeps the query short.
-        .all_value(".*")
+        # A pattern rather than the list of values keeps the query short. `.*` also matches a
+        # series without the label: rows of the sampler metrics that pg_stat_io has no reads
+        # for (e.g. walwriter waits), a target without a cluster label. job and instance are on
+        # every scraped series: `.+`, as Grafana's dashboard linter asks.
+        .all_value(".+" if name in SCRAPE_LABELS else ".*")
         .current(dm.VariableOption(selected=True, text=["All"], value=["$__all"]))
     )
 
@@ -360,9 +367,9 @@ class Annotation:
 
 
 def _changed(metric: str) -> str:
-    # changes() ignores the gaps while a target is down (its series are then absent), so a
-    # value that differs after a restart still counts, and a mere gap does not.
-    return f"sum by (target) (changes({metric}{{{T}}}[5m])) > 0"
+    # A value that differs after a restart still counts, a mere gap while a target is down
+    # (its series are then absent) does not, and a new target is no change (promql.value_span).
+    return f"sum by (target) ({promql.value_span(f'{metric}{{{T}}}', '5m')}) > 0"
 
 
 # The settings whose changes are annotated: the package's one list (collectors/settings.py).
@@ -709,7 +716,15 @@ def overview_panels(g: Grid) -> list[Any]:
             )
             .datasource(DATASOURCE)
             .targets(
-                _targets([Q('ALERTS{alertname=~"PgAio.*", alertstate="firing"}', instant=True)])
+                _targets(
+                    [
+                        Q(
+                            'ALERTS{alertname=~"PgAio.*", alertstate="firing"}',
+                            instant=True,
+                            table=True,
+                        )
+                    ]
+                )
             )
             .with_transformation(
                 dm.DataTransformerConfig(
@@ -1135,7 +1150,7 @@ def _change(fig: Figure) -> stat.Panel:
         f"{fig.title}: change vs {BEFORE}",
         "The figure over the dashboard's whole time range (from the counters' rates over it) "
         f"divided by the same over the range {BEFORE}, minus 1. {fig.what}",
-        [Q(f"(\n{now}\n)\n/\n(\n{earlier}\n)\n- 1", "{{target}}")],
+        [Q(f"(\n{now}\n)\n/\n(\n{earlier}\n)\n- 1", "{{target}}", instant=True)],
         "percentunit",
         steps=((None, "green"), (0.2, "orange"), (0.5, "red")) if worse_up else ((None, "blue"),),
     )
@@ -1168,7 +1183,7 @@ def _workload_change(title: str, formula: str, what: str) -> stat.Panel:
         f"{title}: change vs {BEFORE}",
         "Over the dashboard's whole time range divided by the same over the range "
         f"{BEFORE}, minus 1: below 0 is faster. {what}",
-        [Q(f"(\n{now}\n)\n/\n(\n{earlier}\n)\n- 1", "{{target}}")],
+        [Q(f"(\n{now}\n)\n/\n(\n{earlier}\n)\n- 1", "{{target}}", instant=True)],
         "percentunit",
         steps=((None, "green"), (0.15, "orange"), (0.5, "red")),
     )

@@ -19,7 +19,8 @@ from cpu import CpuWatch, assert_overruns_explained, backend_pids
 from harness import Exporter, wait_for
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import Workload
-from prometheus import VERSIONS, Prometheus
+from prometheus import Prometheus
+from victoriametrics import ENGINES, engine, engine_name
 
 GENERATOR = Path(__file__).resolve().parent.parent / "alerts" / "generate.py"
 WINDOW = "15s"
@@ -75,7 +76,7 @@ class Stack:
 
     @property
     def name(self) -> str:
-        return f"Prometheus {self.prometheus.version}"
+        return engine_name(self.prometheus.version)
 
 
 def overruns(exporter: Exporter) -> float:
@@ -101,10 +102,10 @@ def alert_stack(server: LocalServer, rules: list[Path]) -> Iterator[Stack]:
 
 @contextlib.contextmanager
 def alert_stacks(
-    server: LocalServer, rules: list[Path], versions: Sequence[str] = VERSIONS
+    server: LocalServer, rules: list[Path], versions: Sequence[str] = ENGINES
 ) -> Iterator[list[Stack]]:
-    """alert_stack's exporter scraped by one Prometheus of each of `versions`, side by side:
-    one Stack per version, in order."""
+    """alert_stack's exporter scraped by one Prometheus of each of `versions` (and by default
+    VictoriaMetrics with vmalert), side by side: one Stack per version, in order."""
     exporter = None
     proms: list[Prometheus] = []
     try:
@@ -112,14 +113,7 @@ def alert_stacks(
             "--dsn", server.dsn(), "--poll-interval", "1s", "--sample-interval", "500ms"
         )
         for version in versions:
-            proms.append(
-                Prometheus(
-                    targets=[f"127.0.0.1:{exporter.port}"],
-                    rule_files=rules,
-                    interval="1s",
-                    version=version,
-                )
-            )
+            proms.append(engine(version, [f"127.0.0.1:{exporter.port}"], rules, interval="1s"))
         yield [Stack(server, exporter, prom) for prom in proms]
     finally:
         for prom in proms:

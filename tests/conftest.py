@@ -36,6 +36,7 @@ SLOWEST_FIRST = (
     "test_dashboards_e2e.py",
     "test_report.py",
     "test_writes.py",
+    "test_alerts_vmalert.py",
     "test_alerts_e2e.py",
     "test_workload_time.py",
     "test_faults.py",

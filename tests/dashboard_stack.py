@@ -16,6 +16,7 @@ from typing import Any
 from harness import Exporter, wait_for
 from pg_aio_exporter.demo.workload import Workload
 from prometheus import Prometheus
+from victoriametrics import engine
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "dashboards"))
@@ -53,8 +54,9 @@ def aio_stack(
     versions: Sequence[str] = ("2",),
     jobs: Mapping[str, Sequence[str]] | None = None,
 ) -> Iterator[tuple[Exporter, dict[str, Prometheus]]]:
-    """Yields the exporter and a Prometheus per version in `versions`, each scraping it (and
-    `jobs`) every `scrape_interval`, once each has scraped it."""
+    """Yields the exporter and a Prometheus per version in `versions` (or VictoriaMetrics with
+    vmalert: victoriametrics.ENGINES), each scraping it (and `jobs`) every `scrape_interval`,
+    once each has scraped it."""
     workload = Workload(dsn, clients=2, pause=0.05).start()
     exporter = None
     proms: dict[str, Prometheus] = {}
@@ -71,11 +73,11 @@ def aio_stack(
             "200ms",
         )
         for version in versions:
-            proms[version] = Prometheus(
+            proms[version] = engine(
+                version,
                 [f"127.0.0.1:{exporter.port}"],
                 rule_files=RULE_FILES,
                 interval=scrape_interval,
-                version=version,
                 jobs=jobs,
             )
         for prom in proms.values():

@@ -40,37 +40,49 @@ def binary(version: str, tool: str = "prometheus") -> str:
     return str(Path(built.stdout.strip()) / tool)
 
 
+def api(base: str, path: str, **params: str) -> Any:
+    """The data of a Prometheus HTTP API answer (VictoriaMetrics and vmalert answer alike)."""
+    url = f"{base}/api/v1/{path}?{urllib.parse.urlencode(params)}"
+    with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310
+        body = json.loads(resp.read())
+    assert body["status"] == "success", body
+    return body["data"]
+
+
 class _Daemon:
     """A Prometheus-stack server in a temp dir on a free 127.0.0.1 port, ready on return."""
 
     name = ""
     storage_flag = ""
+    ready_path = "/-/ready"
 
-    def __init__(self, config: dict[str, Any], argv: Sequence[str]) -> None:
+    def __init__(self, config: dict[str, Any] | None, argv: Sequence[str]) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.config = self.dir / f"{self.name}.yml"
-        self.config.write_text(yaml.safe_dump(config))
+        if config is not None:
+            self.config.write_text(yaml.safe_dump(config))
         self._log_path = self.dir / f"{self.name}.log"
         self._log = self._log_path.open("w")
         self.proc = subprocess.Popen(
-            [
-                *argv,
-                f"--config.file={self.config}",
-                f"{self.storage_flag}={self.dir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
+            [*argv, *self.flags()], stdout=self._log, stderr=subprocess.STDOUT
         )
         wait_for(self._ready, 30, f"{self.name} to be ready")
+
+    def flags(self) -> list[str]:
+        """The configuration file, storage and listen address, as Prometheus spells them."""
+        return [
+            f"--config.file={self.config}",
+            f"{self.storage_flag}={self.dir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+        ]
 
     def _ready(self) -> bool:
         if self.proc.poll() is not None:
             raise AssertionError(self._log_path.read_text()[-3000:])
         try:
-            with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as resp:  # noqa: S310
+            with urllib.request.urlopen(self.url + self.ready_path, timeout=2) as resp:  # noqa: S310
                 return bool(resp.status == 200)
         except OSError:
             return False
@@ -108,11 +120,7 @@ class Prometheus(_Daemon):
         super().__init__(config, [binary(version)])
 
     def api(self, path: str, **params: str) -> Any:
-        url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
-        with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310
-            body = json.loads(resp.read())
-        assert body["status"] == "success", body
-        return body["data"]
+        return api(self.url, path, **params)
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = self.api("query", query=expr)["result"]

@@ -1,5 +1,5 @@
 """End to end: PostgreSQL 18 on slow storage, the exporter, and Prometheus 2 and 3 side by side,
-each running the rules.
+each running the rules (storage turning slow: VictoriaMetrics with vmalert beside them).
 
 Storage turning slow: the shipped rules generated with short windows from a params override
 (never edited by hand). One io worker serves four clients scanning a table 2x shared_buffers.
@@ -15,7 +15,7 @@ go pending for it, and nothing for the normal one."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import Workload, create_table
 from prometheus import VERSIONS, Prometheus
 from slowread import ONE_IO_WORKER, SlowReads
+from victoriametrics import ENGINES, engine
 
 pytestmark = pytest.mark.integration
 
@@ -46,14 +47,15 @@ def value(prom: Prometheus, expr: str) -> float | None:
     return float(result[0]["value"][1]) if result else None
 
 
-def start_prometheus(exporter: Exporter, rule_files: list[Path]) -> dict[str, Prometheus]:
-    """One Prometheus per version, each scraping the exporter every second."""
+def start_prometheus(
+    exporter: Exporter, rule_files: list[Path], versions: Sequence[str] = VERSIONS
+) -> dict[str, Prometheus]:
+    """One Prometheus per version (or VictoriaMetrics with vmalert), each scraping the
+    exporter every second."""
     proms: dict[str, Prometheus] = {}
     try:
-        for version in VERSIONS:
-            proms[version] = Prometheus(
-                [f"127.0.0.1:{exporter.port}"], rule_files, interval="1s", version=version
-            )
+        for version in versions:
+            proms[version] = engine(version, [f"127.0.0.1:{exporter.port}"], rule_files)
     except BaseException:
         stop(proms)
         raise
@@ -87,7 +89,7 @@ def storage(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Storage]:
         exporter = Exporter(
             "--dsn", server.dsn(), "--poll-interval", "1s", "--sample-interval", "200ms"
         )
-        proms = start_prometheus(exporter, sorted(rules_dir.glob("*.yml")))
+        proms = start_prometheus(exporter, sorted(rules_dir.glob("*.yml")), ENGINES)
         yield Storage(slow, [Stack(server, exporter, prom) for prom in proms.values()])
     finally:
         stop(proms)

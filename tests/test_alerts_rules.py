@@ -100,21 +100,26 @@ def test_every_alert_family_has_a_60s_scrape_fixture() -> None:
         assert "1m" in intervals, f"{fixture.name}: no test group scraped every minute"
 
 
+def unsafe_fixture(generate: ModuleType, directory: Path, fixture: str) -> Path:
+    """A copy of a fixture whose rules are generated with an empty selector."""
+    override = directory / "unsafe.yaml"
+    override.write_text(yaml.safe_dump({"selector": ""}))
+    # The fixtures name their rules ../../alerts/*.yml: rebuild that layout around a copy.
+    generated = directory / "alerts"
+    (directory / "tests" / "rules").mkdir(parents=True)
+    copy = directory / "tests" / "rules" / f"{fixture}.yml"
+    shutil.copy(Path(__file__).parent / "rules" / f"{fixture}.yml", copy)
+    assert generate.main(["--params", str(override), "--out", str(generated)]) == 0
+    return copy
+
+
 @pytest.mark.parametrize("fixture", ["health", "latency_absolute", "settings"])
 def test_fixtures_fail_without_the_target_selector(
     generate: ModuleType, tmp_path: Path, fixture: str
 ) -> None:
     """These fixtures hold another exporter's series of the same names (no `target` label):
     with an empty selector the rules pick them up and the fixture fails, so it can fail."""
-    override = tmp_path / "unsafe.yaml"
-    override.write_text(yaml.safe_dump({"selector": ""}))
-    # The fixtures name their rules ../../alerts/*.yml: rebuild that layout around a copy.
-    generated = tmp_path / "alerts"
-    (tmp_path / "tests" / "rules").mkdir(parents=True)
-    copy = tmp_path / "tests" / "rules" / f"{fixture}.yml"
-    shutil.copy(Path(__file__).parent / "rules" / f"{fixture}.yml", copy)
-    assert generate.main(["--params", str(override), "--out", str(generated)]) == 0
-    result = promtool("test", "rules", copy)
+    result = promtool("test", "rules", unsafe_fixture(generate, tmp_path, fixture))
     assert result.returncode == 1, result.stdout + result.stderr
     assert "FAILED" in result.stdout + result.stderr
 

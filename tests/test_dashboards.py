@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT / "dashboards"))
 
 import dashboard_queries as dq  # noqa: E402  (dashboards/ is not a package)
 
+import dashboard_lint  # noqa: E402
 from alert_rules import load_generator  # noqa: E402
 from prometheus import VERSIONS, binary  # noqa: E402
 
@@ -356,19 +357,93 @@ def test_prometheus_itself_accepts_every_query(tmp_path: Path, version: str) -> 
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_every_metric_used_is_documented() -> None:
-    # docs/metrics.md is the users' reference: a dashboard must not depend on a hidden series.
-    doc = (ROOT / "docs" / "metrics.md").read_text()
-    used = {
-        dq.metric_name(s)
-        for path in BOARDS
-        for _, expr in substituted(load(path))
-        for s in dq.selectors(expr)
-    }
-    missing = {
-        name for name in used - {"ALERTS"} if name and name.removesuffix("_bucket") not in doc
-    }
-    assert missing == set()
+def test_grafanas_linter_rules_and_the_metric_contract_hold(board: dict[str, Any]) -> None:
+    """tests/dashboard_lint.py: Grafana's dashboard-linter rules, and every metric a panel
+    selects in docs/metrics.md or the recording rules (a dashboard must not depend on a hidden
+    or misspelled series)."""
+    assert dashboard_lint.lint(board) == []
+
+
+def test_every_lint_exclusion_is_still_needed() -> None:
+    everything = [load(p) for p in BOARDS]
+    for rule, title in dashboard_lint.EXCLUSIONS:
+        unexcused = dict(dashboard_lint.EXCLUSIONS)
+        del unexcused[rule, title]
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(dashboard_lint, "EXCLUSIONS", unexcused)
+            found = [p for b in everything for p in dashboard_lint.lint(b)]
+        assert any(p.startswith(f"{rule}: ") and repr(title) in p for p in found), (rule, title)
+
+
+def _mutated(change: Any) -> list[str]:
+    """The overview dashboard's findings after `change(board)` edits a copy of it."""
+    board = load(ROOT / "dashboards" / "pg-aio-overview.json")
+    change(board)
+    return dashboard_lint.lint(board)
+
+
+def _first_target(board: dict[str, Any], containing: str) -> dict[str, Any]:
+    return next(
+        t for p in dq.panels(board) for t in p.get("targets", []) if containing in t["expr"]
+    )
+
+
+def _replace_in_first(containing: str, new: str) -> Any:
+    def change(board: dict[str, Any]) -> None:
+        target = _first_target(board, containing)
+        target["expr"] = target["expr"].replace(containing, new)
+
+    return change
+
+
+def _variable(name: str, key: str, value: Any) -> Any:
+    def change(board: dict[str, Any]) -> None:
+        next(v for v in dq.variables(board) if v["name"] == name)[key] = value
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("change", "rule", "says"),
+    [
+        (
+            _replace_in_first("pg_stat_io_reads_total", "pg_stat_io_read_total"),
+            "target-contract-rule",
+            "pg_stat_io_read_total",
+        ),
+        (_replace_in_first("[$__rate_interval]", "[5m]"), "target-rate-interval-rule", "0:05:00"),
+        (_replace_in_first("[$__rate_interval]", "[$__range]"), "target-rate-interval-rule", ""),
+        (_replace_in_first('job=~"$job", ', ""), "target-job-rule", 'job=~"$job"'),
+        (_replace_in_first('instance=~"$instance", ', ""), "target-instance-rule", ""),
+        (
+            _replace_in_first("rate(pg_stat_io_reads_total", "(pg_stat_io_reads_total"),
+            "target-promql-rule",
+            "",
+        ),
+        (
+            _replace_in_first("rate(pg_stat_io_reads_total", "delta(pg_stat_io_reads_total"),
+            "target-counter-agg-rule",
+            "pg_stat_io_reads_total",
+        ),
+        (_variable("job", "allValue", ".*"), "template-job-rule", "allValue"),
+        (_variable("instance", "multi", False), "template-instance-rule", "multi"),
+        (_variable("datasource", "name", "ds"), "template-datasource-rule", "ds"),
+        (
+            _variable("target", "query", {"query": "label_values(pg_up{, target)"}),
+            "template-label-promql-rule",
+            "target",
+        ),
+        (
+            lambda b: _first_target(b, "pg_up").update(datasource={"uid": "P1809F7CD0C75ACF3"}),
+            "panel-datasource-rule",
+            "P1809F7CD0C75ACF3",
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_the_linter_fails_on_a_broken_copy(change: Any, rule: str, says: str) -> None:
+    found = _mutated(change)
+    assert any(p.startswith(f"{rule}: ") and says in p for p in found), found
 
 
 # The checkers above must be able to fail: each gets an input it has to reject.

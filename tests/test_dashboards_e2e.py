@@ -1,6 +1,7 @@
-"""End to end where users are: the exporter polling every 30 s, Prometheus 2 (Debian's) and 3.5
-each scraping it every 30 s with the shipped rules, and prometheus-community's postgres_exporter
-watching the same PostgreSQL 18 into the same Prometheus, under a read workload.
+"""End to end where users are: the exporter polling every 30 s, Prometheus 2 (Debian's), 3.5 and
+VictoriaMetrics (vmalert evaluating) each scraping it every 30 s with the shipped rules, and
+prometheus-community's postgres_exporter watching the same PostgreSQL 18 into the same
+engines, under a read workload.
 
 - Every query of the shipped dashboards, run as Grafana would run it with its data source's
   scrape interval set to 30 s ($__rate_interval 2m), returns data once Prometheus has held data
@@ -9,7 +10,7 @@ watching the same PostgreSQL 18 into the same Prometheus, under a read workload.
   postgres_exporter's series, which carry our names (pg_up, pg_settings_*) and, for its role,
   track_io_timing off: the same alert with an empty selector would be pending on them.
 
-One stack serves every test of this module, both Prometheus versions scraping side by side."""
+One stack serves every test of this module, the three engines scraping side by side."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ from harness import Exporter
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import create_table
 from postgres_exporter import PostgresExporter
-from prometheus import VERSIONS, Prometheus
+from prometheus import Prometheus
+from victoriametrics import ENGINES, engine_id, engine_name
 
 BOARDS = sorted((Path(__file__).resolve().parent.parent / "dashboards").glob("*.json"))
 SCRAPE_SECONDS = 30
@@ -117,7 +119,7 @@ def stack(server: LocalServer) -> Iterator[Stack]:
             server.dsn(),
             scrape_interval=f"{SCRAPE_SECONDS}s",
             poll_interval=f"{SCRAPE_SECONDS}s",
-            versions=VERSIONS,
+            versions=ENGINES,
             jobs={PEER_JOB: [peer.address]},
         ) as (exporter, proms):
             yield Stack(exporter, peer, proms, time.monotonic() + FILLED_SECONDS)
@@ -125,7 +127,7 @@ def stack(server: LocalServer) -> Iterator[Stack]:
         peer.stop()
 
 
-@pytest.fixture(params=VERSIONS, ids=lambda v: f"prometheus{v}")
+@pytest.fixture(params=ENGINES, ids=engine_id)
 def prom(request: pytest.FixtureRequest, stack: Stack) -> Prometheus:
     time.sleep(max(0.0, stack.filled_at - time.monotonic()))
     return stack.proms[request.param]
@@ -217,7 +219,7 @@ def test_every_panel_query_returns_our_data(prom: Prometheus, record_property: A
     record_property("queries_checked", checked)
     record_property("seconds_until_all_returned_data", round(elapsed, 1))
     print(
-        f"\nPrometheus {prom.version}: {checked} queries checked in {elapsed:.0f}s; empty, as "
+        f"\n{engine_name(prom.version)}: {checked} queries checked in {elapsed:.0f}s; empty, as "
         "allowed:",
         *sorted(empty),
         sep="\n",
