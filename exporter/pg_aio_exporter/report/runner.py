@@ -63,7 +63,7 @@ class Recorder:
     """The tap: what the window's polls read, what the samples counted, and what failed."""
 
     def __init__(self, duration: float = 0.0) -> None:
-        self.every = duration / series.MAX_POINTS
+        self.every = series.spacing(duration)
         self.series = series.SeriesRecorder(self.every)
         self.origin = time.time()
         self.reads = ReadWindow()
