@@ -26,6 +26,7 @@ MAX_POINTS = 120  # per series: a chart's width in points, and the JSON stays sm
 TOP_WAITS = 8  # wait events charted by name; the rest are summed as "other"
 OTHER: WaitKey = ("other", "other", "other")
 
+
 def spacing(duration: float) -> float:
     """How far apart kept totals are for a window of `duration` seconds: at most MAX_POINTS
     differences between them (kept totals are at least this far apart, but for the last)."""
