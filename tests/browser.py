@@ -71,13 +71,15 @@ def chromium() -> Iterator[webdriver.Chrome]:
         shutil.rmtree(profile, ignore_errors=True)
 
 
-def screenshot(driver: webdriver.Chrome, width: int, path: Path) -> int:
-    """The whole page at `width` CSS pixels wide, into `path`; returns the page's scroll width."""
+def screenshot(driver: webdriver.Chrome, width: int, path: Path, height: int | None = None) -> int:
+    """The page at `width` CSS pixels wide, whole or its top `height` pixels, into `path`;
+    returns the page's scroll width."""
     driver.execute_cdp_cmd(
         "Emulation.setDeviceMetricsOverride",
         {"width": width, "height": 800, "deviceScaleFactor": 1, "mobile": width < 600},
     )
-    height = int(driver.execute_script("return document.documentElement.scrollHeight"))
+    whole = int(driver.execute_script("return document.documentElement.scrollHeight"))
+    height = whole if height is None else min(height, whole)
     scroll_width = int(driver.execute_script("return document.documentElement.scrollWidth"))
     shot = driver.execute_cdp_cmd(
         "Page.captureScreenshot",
