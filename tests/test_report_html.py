@@ -239,3 +239,29 @@ def test_pages_validate(pages: dict[str, Page]):
     messages = vnu(*(pages[n].path for n in NAMES))
     assert [m for m in messages if m["type"] in ("error", "non-document-error")] == []
     assert [m for m in messages if m.get("subType") == "warning"] == []
+
+
+@pytest.mark.unit
+def test_the_daemon_never_loads_the_charting_library():
+    # What the exporter imports to serve /metrics, and what `report` imports until a page is
+    # made: neither matplotlib nor the page module (the daemon's RSS, docs/performance.md).
+    probe = (
+        "import sys, pg_aio_exporter.cli, pg_aio_exporter.app;"
+        "print(sorted(m for m in sys.modules if m.startswith(('matplotlib', 'numpy'))"
+        " or m == 'pg_aio_exporter.report.page'))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip() == "[]"
+
+
+def test_an_older_saved_report_still_compares_on_a_page(pages: dict[str, Page], tmp_path: Path):
+    # A schema 2 report (no series) beside a schema 3 one: the page is made; only the newer
+    # window has lines.
+    old = {k: v for k, v in pages["healthy"].doc.items() if k != "series"} | {"schema": 2}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    new = str(pages["slowed"].path.with_suffix(".json"))
+    text = pg_aio("compare", str(tmp_path / "old.json"), new, "--format", "html").stdout
+    assert 'data-series="B:series.polls.read_bytes_per_second.0"' in text
+    assert 'data-series="A:' not in text

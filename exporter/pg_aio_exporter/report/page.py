@@ -231,16 +231,23 @@ def _wait_chart(charts: Charts, columns: Sequence[Column]) -> Chart:
     title = "Active sessions by wait event (stacked, per sample)"
     fig, axes = charts.figure(len(columns))
     rows = []
+    # One colour per wait event on every panel, in the order they first appear.
+    colours: dict[str, str] = {}
+    for col in columns:
+        for w in ((col.series or {}).get("samples") or {}).get("wait_events") or []:
+            name = f"{w['wait_event_type']}: {w['wait_event']}"
+            colours.setdefault(name, PALETTE[len(colours) % len(PALETTE)])
     for ax, col in zip(axes, columns, strict=True):
         block = (col.series or {}).get("samples") or {}
         at = _times(block.get("at_seconds") or [], _span(columns))
         waits = [w for w in block.get("wait_events") or [] if any(w["sessions"])]
+        names = [f"{w['wait_event_type']}: {w['wait_event']}" for w in waits]
         if at and waits:
             stacks = ax.stackplot(
                 at,
                 *[_floats(w["sessions"]) for w in waits],
-                labels=[f"{w['wait_event_type']}: {w['wait_event']}" for w in waits],
-                colors=PALETTE[: len(waits)],
+                labels=names,
+                colors=[colours[n] for n in names],
             )
             for s in stacks:
                 _data(s)
