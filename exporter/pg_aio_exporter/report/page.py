@@ -35,8 +35,11 @@ TOP_STATEMENTS = 10
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#8a6d00", "#56359c", "#a33b00", "#555555")
 
 
-# A window of two or three polls has as many points: each is marked, not only joined.
-LINE: dict[str, Any] = {"lw": 1.4, "marker": "o", "ms": 3}
+MARKED = 20  # lines of this many points or fewer mark each point (a short window's few polls)
+
+
+def line_style(points: int) -> dict[str, Any]:
+    return {"lw": 1.4, "marker": "o" if points <= MARKED else None, "ms": 3}
 
 
 class HtmlUnavailable(ConfigError):
@@ -184,7 +187,9 @@ def _lines(
         at, values = block.get("at_seconds") or [], block.get(name) or []
         if at:
             times = _times(at, _span(columns))
-            (line,) = ax.plot(times, _floats(values, scale), label=col.label, **LINE)
+            (line,) = ax.plot(
+                times, _floats(values, scale), label=col.label, **line_style(len(times))
+            )
             _data(line)
     _xlabel(ax, _span(columns))
     ax.set_ylabel(ylabel)
@@ -347,7 +352,7 @@ def _io_worker_chart(charts: Charts, columns: Sequence[Column]) -> Chart:
         at = _times(block.get("at_seconds") or [], _span(columns))
         for entry in block.get("in_flight") or []:
             label = f"{entry['operation']}" + (f" ({col.label})" if len(columns) > 1 else "")
-            (line,) = ax2.plot(at, _floats(entry["average"]), label=label, **LINE)
+            (line,) = ax2.plot(at, _floats(entry["average"]), label=label, **line_style(len(at)))
             _data(line)
     _xlabel(ax2, _span(columns))
     ax2.set_ylabel("in-flight handles")
