@@ -9,6 +9,7 @@ Screenshots at 1280 and 390 px wide go to tests/browser.py's ARTEFACTS directory
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import subprocess
@@ -233,6 +234,19 @@ def test_page_in_chromium(pages: dict[str, Page], browser: webdriver.Chrome, nam
     for width in (1280, 390):
         wide = screenshot(browser, width, ARTEFACTS / "report_html" / f"{name}-{width}.png")
         assert wide <= width, (width, wide)
+    # Printed: the print stylesheet applies (the tables' toggles go) and a PDF comes out.
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print"})
+    try:
+        hidden = browser.execute_script(
+            "return [...document.querySelectorAll('details > summary')]"
+            ".every(e => getComputedStyle(e).display === 'none')"
+        )
+    finally:
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": ""})
+    assert hidden
+    pdf = base64.b64decode(browser.execute_cdp_cmd("Page.printToPDF", {})["data"])
+    assert pdf.startswith(b"%PDF") and re.search(rb"/Type\s*/Page[^s]", pdf)
+    (ARTEFACTS / "report_html" / f"{name}.pdf").write_bytes(pdf)
 
 
 def test_pages_validate(pages: dict[str, Page]):
