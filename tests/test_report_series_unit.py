@@ -100,3 +100,14 @@ def test_no_reads_no_figures():
     assert out["read_bytes_per_second"] == [0.0]
     assert out["read_seconds_per_byte"] == [None] and out["read_size_bytes"] == [None]
     assert out["write_seconds_per_byte"] == [None]
+
+
+def test_short_intervals_at_the_ends_are_merged():
+    # The window's first poll 0.3 s after its start, its last 0.1 s after a regular one: two
+    # intervals of a few reads each would chart noise; they are merged into their neighbours.
+    ats = [0.0, 0.3, 10.3, 20.3, 30.3, 30.4]
+    points = [poll(at, at, at, 2 * at, 0) for at in ats]
+    points[-1] = poll(30.4, 30.4, 30.4 + 5, 2 * 30.4, 0)  # 5 MiB more in the last 0.1 s
+    out = series.polls_json(points, None)
+    assert out["at_seconds"] == [10.3, 20.3, 30.4]
+    assert out["read_bytes_per_second"] == rounded([MIB, MIB, (10.1 + 5) * MIB / 10.1])

@@ -93,6 +93,30 @@ class SeriesRecorder:
         self._keep(self.samples, point)
 
 
+P = TypeVar("P", PollTotal, SampleTotal)
+
+
+def even(points: list[P]) -> list[P]:
+    """The kept totals without those that would make an interval shorter than half the usual
+    one (the window's first poll right after its start, its last right after a regular one):
+    such an interval is merged into its neighbour, as a handful of reads in 0.1 s would chart
+    noise. The window's first and last totals stay."""
+    if len(points) < 3:
+        return points
+    gaps = sorted(b.at - a.at for a, b in pairwise(points))
+    half = gaps[len(gaps) // 2] / 2
+    kept = [points[0]]
+    for point in points[1:-1]:
+        if point.at - kept[-1].at >= half:
+            kept.append(point)
+    last = points[-1]
+    if last.at - kept[-1].at < half and len(kept) > 1:
+        kept[-1] = last
+    else:
+        kept.append(last)
+    return kept
+
+
 def _round(value: float | None, digits: int = 6) -> float | None:
     return None if value is None else float(f"{value:.{digits}g}")
 
@@ -110,7 +134,7 @@ def polls_json(points: list[PollTotal], io_combine_limit: float | None) -> dict[
             "write_seconds_per_byte",
         )
     }
-    for before, after in pairwise(points):
+    for before, after in pairwise(even(points)):
         seconds = after.seconds - before.seconds
         if seconds <= 0:
             continue
@@ -141,7 +165,7 @@ def samples_json(points: list[SampleTotal]) -> dict[str, Any]:
     busy: list[float | None] = []
     waits: dict[WaitKey, list[float | None]] = {k: [] for k in [*named, OTHER]}
     in_flight: dict[str, list[float | None]] = {op: [] for op in operations}
-    for before, after in pairwise(points):
+    for before, after in pairwise(even(points)):
         samples = after.samples - before.samples
         if samples <= 0:
             continue
