@@ -21,8 +21,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pg_aio_exporter.collectors.activity import CLIENT
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.report import text, units
+from pg_aio_exporter.report.series import OTHER
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -232,6 +234,13 @@ def _series_table(
     return _table(["window", "at", *(label for _, label, _ in fields)], rows)
 
 
+def _wait_name(wait: dict[str, Any]) -> str:
+    """A wait event as the chart's legend names it; other processes than clients say which."""
+    name = f"{wait['wait_event_type']}: {wait['wait_event']}"
+    backend = wait["backend_type"]
+    return name if backend in (CLIENT, OTHER[0]) else f"{name} ({backend})"
+
+
 def _wait_chart(charts: Charts, columns: Sequence[Column]) -> Chart:
     title = "Active sessions by wait event (stacked, per sample)"
     fig, axes = charts.figure(len(columns))
@@ -240,13 +249,12 @@ def _wait_chart(charts: Charts, columns: Sequence[Column]) -> Chart:
     colours: dict[str, str] = {}
     for col in columns:
         for w in ((col.series or {}).get("samples") or {}).get("wait_events") or []:
-            name = f"{w['wait_event_type']}: {w['wait_event']}"
-            colours.setdefault(name, PALETTE[len(colours) % len(PALETTE)])
+            colours.setdefault(_wait_name(w), PALETTE[len(colours) % len(PALETTE)])
     for ax, col in zip(axes, columns, strict=True):
         block = (col.series or {}).get("samples") or {}
         at = _times(block.get("at_seconds") or [], _span(columns))
         waits = [w for w in block.get("wait_events") or [] if any(w["sessions"])]
-        names = [f"{w['wait_event_type']}: {w['wait_event']}" for w in waits]
+        names = [_wait_name(w) for w in waits]
         if at and waits:
             stacks = ax.stackplot(
                 at,
