@@ -93,9 +93,10 @@ test-loaded: system-deps $(STAMP)
 dashboards: $(STAMP)
 	$(BIN)/python dashboards/generate.py
 
-# The README pictures in docs/img/, drawn from a real run (about 6 minutes).
+# The README pictures in docs/img/, drawn from real runs (about 9 minutes).
 screenshots: $(STAMP)
 	$(BIN)/python dashboards/render_pictures.py
+	$(BIN)/python scripts/report_picture.py
 
 # Performance figures of README "Performance" and docs/report.md (~20 minutes; not part of `make test`).
 bench: $(STAMP)

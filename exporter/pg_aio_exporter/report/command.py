@@ -27,7 +27,7 @@ class ReportOptions:
     duration: float
     sample_interval: float
     timeout: float
-    output_format: str  # text or json
+    output_format: str  # text, json or html
     save: Path | None
     baseline: Summary | None
     fail_on: str | None
@@ -62,6 +62,12 @@ def run_report(target: Target, options: ReportOptions) -> int:
             raise SaveFailed(f"cannot write --save {options.save}: {exc.strerror}") from None
     if options.output_format == "json":
         sys.stdout.write(document.dumps(report, limits))
+    elif options.output_format == "html":
+        from pg_aio_exporter.report import page  # noqa: PLC0415 (the html extra)
+
+        base = options.baseline
+        series = None if base is None or base.series is None else dict(base.series)
+        sys.stdout.write(page.render_report(document.to_json(report, limits), series))
     else:
         sys.stdout.write(text.render(report, limits))
     return exit_code(report, options.fail_on)

@@ -1,4 +1,4 @@
-"""The report as JSON (`"schema": 2`, docs/report.md, schema.json beside this file), and a
+"""The report as JSON (`"schema": 3`, docs/report.md, schema.json beside this file), and a
 saved report read back as a baseline.
 
 The document keeps the window's counts next to the figures derived from them, so a baseline
@@ -26,8 +26,10 @@ from pg_aio_exporter.report.thresholds import Thresholds
 from pg_aio_exporter.report.units import timestamp
 from pg_aio_exporter.report.workload import StatementWindow, Workload, WorkloadComparison
 
-SCHEMA = 2  # 2: workload time (workload, verdict.workload, comparison.workload)
-READABLE = (1, 2)  # saved reports this version reads as a baseline
+# 2: workload time (workload, verdict.workload, comparison.workload); 3: series (the page's
+# charts over the window)
+SCHEMA = 3
+READABLE = (1, 2, 3)  # saved reports this version reads as a baseline
 KIND = "pg-aio-exporter report"
 SCHEMA_FILE = Path(__file__).with_name("schema.json")
 
@@ -233,6 +235,7 @@ def to_json(report: Report, thresholds: Thresholds) -> dict[str, Any]:
             "io_workers": report.verdict.io_workers,
         },
         "comparison": _comparison(report),
+        "series": None if summary.series is None else dict(summary.series),
     }
 
 
@@ -357,10 +360,12 @@ def from_json(doc: Mapping[str, Any]) -> Summary:
         # Schema 1 had no workload time.
         workload=workload_from_json(doc["workload"]) if doc["schema"] >= 2 else None,
         writes=writes.from_json(doc.get("writes")),
+        series=doc.get("series"),  # schema 3
     )
 
 
-def load_baseline(path: str) -> Summary:
+def load_document(path: str) -> dict[str, Any]:
+    """A saved report's JSON, checked to be one this version reads."""
     text = read_text_file(path, "baseline")
     try:
         doc = json.loads(text)
@@ -372,8 +377,13 @@ def load_baseline(path: str) -> Summary:
     if doc.get("schema") not in READABLE:
         raise BaselineError(
             f"baseline {path} has report schema {doc.get('schema')!r}; this version reads"
-            f" schema {' and '.join(map(str, READABLE))}"
+            f" schema {', '.join(map(str, READABLE))}"
         )
+    return doc
+
+
+def load_baseline(path: str) -> Summary:
+    doc = load_document(path)
     try:
         return from_json(doc)
     except KeyError as exc:

@@ -24,10 +24,11 @@ from pg_aio_exporter.collectors import (
     settings,
 )
 from pg_aio_exporter.collectors.base import Row
-from pg_aio_exporter.collectors.intervals import ReadWindow, WalWindow
+from pg_aio_exporter.collectors.intervals import NO_WRITES, ReadWindow, WalWindow
 from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 from pg_aio_exporter.poll.worker import TargetWorker
+from pg_aio_exporter.report import series
 from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
 from pg_aio_exporter.report.workload import KEPT, StatementWindow, Workload
 from pg_aio_exporter.report.written import Checkpoints, Writes
@@ -62,7 +63,10 @@ class Unreachable(Exception):
 class Recorder:
     """The tap: what the window's polls read, what the samples counted, and what failed."""
 
-    def __init__(self) -> None:
+    def __init__(self, duration: float = 0.0) -> None:
+        self.every = series.spacing(duration)
+        self.series = series.SeriesRecorder(self.every)
+        self.origin = time.time()
         self.reads = ReadWindow()
         self.wal = WalWindow()
         self.wal_seen = False  # the pg_stat_wal collector answered (PostgreSQL 14+)
@@ -84,6 +88,8 @@ class Recorder:
         self.wal = WalWindow()
         self.checkpoints = []
         self.answered = set()
+        self.series = series.SeriesRecorder(self.every)
+        self.origin = time.time()
 
     def polled(self, collector: str, rows: list[Row], read_at: float) -> None:
         self.answered.add(collector)
@@ -91,6 +97,15 @@ class Recorder:
             snapshot = pg_stat_io.read_snapshot(rows)
             if snapshot is not None:
                 self.reads.observe(snapshot, read_at)
+                self.series.poll(
+                    series.PollTotal(
+                        read_at - self.origin,
+                        self.reads.seconds,
+                        self.reads.timed,
+                        self.reads.total(),
+                        sum(self.reads.writes.values(), NO_WRITES),
+                    )
+                )
         elif collector == pg_stat_wal.PgStatWalCollector.name:
             wal = pg_stat_wal.wal_snapshot(rows)
             if wal is not None:
@@ -113,6 +128,7 @@ class Recorder:
     def sampled(self, samples: int, totals: dict[str, Any], answered: list[str]) -> None:
         self.samples, self.totals = samples, totals
         self.answered.update(answered)
+        self.series.sample(time.time() - self.origin, samples, totals)
 
     def not_read(self) -> tuple[str, ...]:
         """The collectors that failed and were never read in the window: their figures are not
@@ -267,7 +283,7 @@ async def measure(
 ) -> Summary:
     """Watch `target` for `duration` seconds. Raises Unreachable when the first connection
     fails; later failures are in the summary's not_visible."""
-    recorder = Recorder()
+    recorder = Recorder(duration)
     worker = TargetWorker(
         target,
         None,  # nothing is served: the report reads the tap
@@ -338,4 +354,5 @@ async def measure(
             absent[1] if absent is not None else None,
         ),
         writes=None if pg_stat_io.PgStatIoCollector.name in not_read else recorder.writes(),
+        series=series.to_json(recorder.series, facts.settings.get("io_combine_limit_bytes")),
     )

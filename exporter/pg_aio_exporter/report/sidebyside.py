@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pg_aio_exporter.report import units
-from pg_aio_exporter.report.document import load_baseline
+from pg_aio_exporter.report.document import load_baseline, load_document
 from pg_aio_exporter.report.summary import Summary
 from pg_aio_exporter.report.thresholds import Thresholds
 from pg_aio_exporter.report.workload import WorkloadComparison, compare_workload
@@ -91,6 +91,11 @@ def render(paths: list[str], thresholds: Thresholds, output_format: str) -> str:
     if output_format == "json":
         doc = {"reports": table, "fastest": best.path if best is not None else None}
         return json.dumps(doc, indent=2) + "\n"
+    if output_format == "html":
+        from pg_aio_exporter.report import page  # noqa: PLC0415 (the html extra)
+
+        docs = [load_document(path) for path in paths]
+        return page.render_compare(table, best.path if best is not None else None, docs)
     names = [f"{chr(ord('A') + i)}: {c.name}" for i, c in enumerate(cols)]
     cells = [[show(f) for f in table] for _, show in ROWS]
     width = max(len(text) for text in [*names, *(c for row in cells for c in row)]) + 2

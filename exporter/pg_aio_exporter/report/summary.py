@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from pg_aio_exporter.collectors import pg_wait_events
 from pg_aio_exporter.collectors.activity import CLIENT, IO_WORKER, ActivityCollector, WaitKey
@@ -234,6 +235,9 @@ class Summary:
     not_read: tuple[str, ...] = ()
     workload: Workload | None = None  # None: a saved report of schema 1
     writes: Writes | None = None  # the write side (report/writes.py); None: not measured
+    # The window over time as the JSON has it (report/series.py); None: a saved report of
+    # schema 1 or 2
+    series: Mapping[str, Any] | None = None
 
     @property
     def duration(self) -> float:

@@ -57,11 +57,11 @@ def _number(value: Any) -> str:
     return str(value)
 
 
-def _evidence_value(name: str, value: Any) -> str:
+def evidence_value(name: str, value: Any) -> str:
     if isinstance(value, list):
         if value and isinstance(value[0], dict):
             return "; ".join(
-                " ".join(f"{k}={_evidence_value(k, v)}" for k, v in item.items()) for item in value
+                " ".join(f"{k}={evidence_value(k, v)}" for k, v in item.items()) for item in value
             )
         return ",".join(map(str, value)) or "none"
     if isinstance(value, float | int) and not isinstance(value, bool):
@@ -276,7 +276,7 @@ def _findings(report: Report) -> list[str]:
     for finding in report.findings:
         head = f"{INDENT}{finding.severity.upper():<8} {finding.id}: "
         out += _wrap(finding.summary, head, INDENT * 2)
-        evidence = "  ".join(f"{k}={_evidence_value(k, v)}" for k, v in finding.evidence.items())
+        evidence = "  ".join(f"{k}={evidence_value(k, v)}" for k, v in finding.evidence.items())
         out += _wrap(evidence, f"{INDENT * 2}evidence: ", INDENT * 3)
         out += _wrap(finding.advice, f"{INDENT * 2}advice: ", INDENT * 3)
     return out

@@ -1,0 +1,113 @@
+"""The report's series (report/series.py): bounded however long the window, and each point the
+report's own formula over what happened since the point before."""
+
+from __future__ import annotations
+
+import pytest
+
+from pg_aio_exporter.collectors.intervals import NO_WRITES, ReadCounters, WriteCounters
+from pg_aio_exporter.report import series
+from pg_aio_exporter.report.series import MAX_POINTS, PollTotal, SeriesRecorder
+
+pytestmark = pytest.mark.unit
+
+MIB = 1024 * 1024
+READ = ("client backend", "IO", "DataFileRead")
+CPU = ("client backend", "CPU", "CPU")
+WORKER = ("io worker", "IO", "DataFileRead")
+
+
+def sampled_for(seconds: int, every: float) -> SeriesRecorder:
+    """One sample a second: 2 sessions reading, 1 on CPU, an io worker busy 1 sample in 3,
+    4 readv handles in flight."""
+    rec = SeriesRecorder(every)
+    for k in range(1, seconds + 1):
+        rec.sample(
+            float(k),
+            k,
+            {
+                "wait_samples": {READ: 2 * k, CPU: k, WORKER: k},
+                "io_worker_busy": k,
+                "io_worker_slots": 3 * k,
+                "in_flight": {("SUBMITTED", "readv"): 3 * k, ("COMPLETED_IO", "readv"): k},
+            },
+        )
+    return rec
+
+
+@pytest.mark.parametrize("seconds", [10, 120, 86_400])
+def test_samples_are_bounded_and_exact(seconds: int):
+    rec = sampled_for(seconds, series.spacing(seconds))
+    assert len(rec.samples) <= MAX_POINTS + 1
+    out = series.samples_json(rec.samples)
+    assert 1 <= len(out["at_seconds"]) <= MAX_POINTS
+    assert out["at_seconds"][-1] == seconds  # the window's end is kept
+    waits = {(w["wait_event_type"], w["wait_event"]): w["sessions"] for w in out["wait_events"]}
+    # io workers are not active sessions (they work for the others), as in the report.
+    assert set(waits) == {("IO", "DataFileRead"), ("CPU", "CPU"), ("other", "other")}
+    assert set(waits["IO", "DataFileRead"]) == {2.0}
+    assert set(waits["CPU", "CPU"]) == {1.0}
+    assert set(waits["other", "other"]) == {0.0}
+    assert out["io_worker_busy_share"] == pytest.approx([1 / 3] * len(out["at_seconds"]))
+    assert out["in_flight"] == [{"operation": "readv", "average": [4.0] * len(out["at_seconds"])}]
+
+
+def test_only_the_top_wait_events_are_named():
+    rec = SeriesRecorder(0.0)
+    events = [("client backend", "LWLock", f"Lock{i}") for i in range(series.TOP_WAITS + 3)]
+    for k in range(3):
+        waits = {e: k * (i + 1) for i, e in enumerate(events)}
+        rec.sample(float(k), k, {"wait_samples": waits})
+    out = series.samples_json(rec.samples)
+    names = [w["wait_event"] for w in out["wait_events"]]
+    assert len(names) == series.TOP_WAITS + 1 and names[-1] == "other"
+    assert names[0] == f"Lock{len(events) - 1}"  # most samples first
+    assert out["wait_events"][-1]["sessions"] == [1.0 + 2.0 + 3.0] * 2  # the 3 least
+
+
+def rounded(values: list[float]) -> object:
+    """Series values keep 6 significant digits (the JSON stays small)."""
+    return pytest.approx(values, rel=1e-5)
+
+
+def poll(at: float, seconds: float, mib: float, wait_ms: float, written: float) -> PollTotal:
+    reads = ReadCounters(mib * 16, mib * MIB, wait_ms, 0.0)
+    writes = WriteCounters(writes=written / 8192, write_bytes=written, write_time_ms=written / MIB)
+    return PollTotal(at, seconds, True, reads, writes)
+
+
+def test_polls_give_throughput_wait_per_byte_and_read_size():
+    # 1 MiB/s read at 2 ms per MiB in 16 reads per MiB; 0.5 MiB/s written; a reset at 40 s
+    # costs its interval (the counted seconds do not move), not a point of nonsense.
+    points = [poll(0, 0, 0, 0, 0)]
+    for at in range(10, 70, 10):
+        counted = at if at < 40 else at - 10
+        points.append(poll(at, counted, counted, 2 * counted, counted * MIB / 2))
+    out = series.polls_json(points, 131072.0)
+    assert out["io_combine_limit_bytes"] == 131072.0
+    assert out["at_seconds"] == [10, 20, 30, 50, 60]
+    assert out["read_bytes_per_second"] == rounded([MIB] * 5)
+    assert out["read_seconds_per_byte"] == rounded([0.002 / MIB] * 5)
+    assert out["read_size_bytes"] == rounded([MIB / 16] * 5)
+    assert out["write_bytes_per_second"] == rounded([MIB / 2] * 5)
+    assert out["write_seconds_per_byte"] == rounded([1 / 1000 / MIB] * 5)
+
+
+def test_no_reads_no_figures():
+    points = [PollTotal(0, 0, True, ReadCounters(0, 0, 0, 0), NO_WRITES)]
+    points.append(PollTotal(10, 10, True, ReadCounters(0, 0, 0, 5), NO_WRITES))
+    out = series.polls_json(points, None)
+    assert out["read_bytes_per_second"] == [0.0]
+    assert out["read_seconds_per_byte"] == [None] and out["read_size_bytes"] == [None]
+    assert out["write_seconds_per_byte"] == [None]
+
+
+def test_short_intervals_at_the_ends_are_merged():
+    # The window's first poll 0.3 s after its start, its last 0.1 s after a regular one: two
+    # intervals of a few reads each would chart noise; they are merged into their neighbours.
+    ats = [0.0, 0.3, 10.3, 20.3, 30.3, 30.4]
+    points = [poll(at, at, at, 2 * at, 0) for at in ats]
+    points[-1] = poll(30.4, 30.4, 30.4 + 5, 2 * 30.4, 0)  # 5 MiB more in the last 0.1 s
+    out = series.polls_json(points, None)
+    assert out["at_seconds"] == [10.3, 20.3, 30.4]
+    assert out["read_bytes_per_second"] == rounded([MIB, MIB, (10.1 + 5) * MIB / 10.1])
