@@ -577,7 +577,7 @@ def test_json_is_valid_against_the_documented_schema_and_reloads_exactly(tmp_pat
     report = busy_report()
     doc = json.loads(document.dumps(report, T))
     jsonschema.validate(doc, json.loads(document.SCHEMA_FILE.read_text()))
-    assert doc["schema"] == 2
+    assert doc["schema"] == 3
     assert doc["reads"]["total"]["read_size_bytes"] == pytest.approx(
         ((6_000 + 600) * 8 * KB + 1_200 * 64 * KB) / 7_800
     )
@@ -627,8 +627,8 @@ def with_samples(doc: dict[str, Any], samples: Any) -> dict[str, Any]:
         (lambda p: write(p, "b.json", '{"groups": []}'), "is not a pg-aio-exporter report"),
         (lambda p: write(p, "b.json", "[1, 2]"), "is not a pg-aio-exporter report"),
         (
-            lambda p: write(p, "b.json", json.dumps({**saved(p), "schema": 3})),
-            "has report schema 3; this version reads schema 1 and 2",
+            lambda p: write(p, "b.json", json.dumps({**saved(p), "schema": 4})),
+            "has report schema 4; this version reads schema 1, 2 and 3",
         ),
         (
             lambda p: write(

@@ -1,4 +1,4 @@
-"""The report as JSON (`"schema": 2`, docs/report.md, schema.json beside this file), and a
+"""The report as JSON (`"schema": 3`, docs/report.md, schema.json beside this file), and a
 saved report read back as a baseline.
 
 The document keeps the window's counts next to the figures derived from them, so a baseline
@@ -26,8 +26,11 @@ from pg_aio_exporter.report.thresholds import Thresholds
 from pg_aio_exporter.report.units import timestamp
 from pg_aio_exporter.report.workload import StatementWindow, Workload, WorkloadComparison
 
-SCHEMA = 2  # 2: workload time (workload, verdict.workload, comparison.workload)
-READABLE = (1, 2)  # saved reports this version reads as a baseline
+# 2: workload time (workload, verdict.workload, comparison.workload); 3: its margins
+# (workload.sampled_sessions, session_batches, uncounted_seconds, each statement's
+# exec_squares; comparison.workload.interval and decisive_seconds)
+SCHEMA = 3
+READABLE = (1, 2, 3)  # saved reports this version reads as a baseline
 KIND = "pg-aio-exporter report"
 SCHEMA_FILE = Path(__file__).with_name("schema.json")
 
@@ -115,6 +118,7 @@ def _workload(work: Workload | None) -> dict[str, Any] | None:
                 "shared_blocks_read": s.counters.blocks_read,
                 "shared_blocks_hit": s.counters.blocks_hit,
                 "read_seconds": s.counters.read_seconds,
+                "exec_squares": s.counters.exec_squares,
             }
             for s in work.listed(len(work.statements))
         ]
@@ -127,6 +131,9 @@ def _workload(work: Workload | None) -> dict[str, Any] | None:
         "db_time_per_transaction": work.db_time_per_transaction,
         "statements_note": work.statements_note,
         "statements": statements,
+        "sampled_sessions": work.sampled_sessions,
+        "session_batches": (None if work.session_batches is None else list(work.session_batches)),
+        "uncounted_seconds": work.uncounted_seconds,
     }
 
 
@@ -135,6 +142,8 @@ def _workload_comparison(cmp: WorkloadComparison | None) -> dict[str, Any] | Non
         return None
     return {
         "time_ratio": cmp.time_ratio,
+        "interval": list(cmp.interval),
+        "decisive_seconds": cmp.decisive_seconds,
         "basis": cmp.basis,
         "matched_statements": cmp.matched_statements,
         "before_seconds": cmp.before,
@@ -292,6 +301,7 @@ def _statement(entry: Mapping[str, Any]) -> StatementWindow:
             float(entry["shared_blocks_read"]),
             float(entry["shared_blocks_hit"]),
             float(entry["read_seconds"]),
+            _optional(entry.get("exec_squares")),  # schema 3
         ),
         None if text is None else str(text),
     )
@@ -301,10 +311,14 @@ def _optional(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def workload_from_json(entry: Mapping[str, Any] | None) -> Workload | None:
+def workload_from_json(entry: Mapping[str, Any] | None, samples: int) -> Workload | None:
+    """A saved window's workload; schema 2 kept no margins: its sampled sessions are the
+    average times the samples, and no spread of sub-windows."""
     if entry is None:
         return None
     statements = entry["statements"]
+    sessions = _optional(entry["client_sessions"])
+    batches = entry.get("session_batches")
     return Workload(
         seconds=float(entry["seconds"]),
         statements=(
@@ -312,8 +326,13 @@ def workload_from_json(entry: Mapping[str, Any] | None) -> Workload | None:
         ),
         transactions=_optional(entry["transactions"]),
         blocks=_optional(entry["blocks"]),
-        client_sessions=_optional(entry["client_sessions"]),
+        client_sessions=sessions,
         statements_note=entry["statements_note"],
+        sampled_sessions=_optional(
+            entry.get("sampled_sessions", None if sessions is None else sessions * samples)
+        ),
+        session_batches=None if batches is None else tuple(map(float, batches)),
+        uncounted_seconds=float(entry.get("uncounted_seconds", 0.0)),
     )
 
 
@@ -353,7 +372,11 @@ def from_json(doc: Mapping[str, Any]) -> Summary:
         restarts=int(window["restarts"]),
         not_visible=tuple(map(str, doc["not_visible"])),
         # Schema 1 had no workload time.
-        workload=workload_from_json(doc["workload"]) if doc["schema"] >= 2 else None,
+        workload=(
+            workload_from_json(doc["workload"], int(activity["samples"]))
+            if doc["schema"] >= 2
+            else None
+        ),
         writes=writes.from_json(doc.get("writes")),
     )
 
@@ -370,7 +393,7 @@ def load_baseline(path: str) -> Summary:
     if doc.get("schema") not in READABLE:
         raise BaselineError(
             f"baseline {path} has report schema {doc.get('schema')!r}; this version reads"
-            f" schema {' and '.join(map(str, READABLE))}"
+            f" schema {', '.join(map(str, READABLE[:-1]))} and {READABLE[-1]}"
         )
     try:
         return from_json(doc)
