@@ -38,6 +38,7 @@ SLOWEST_FIRST = (
     "test_writes.py",
     "test_alerts_e2e.py",
     "test_workload_time.py",
+    "test_workload_sound.py",
     "test_faults.py",
     "test_sampler.py",
     "test_alerts_rules.py",
