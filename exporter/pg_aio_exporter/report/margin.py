@@ -25,6 +25,12 @@ Z90 = 1.6449  # a two-sided 90% interval of a normal estimate
 FLOOR = 0.01
 BATCHES = 10  # sub-windows for the spread of the sampled sessions
 MIN_BATCHES = 4  # fewer sub-windows say nothing of the spread: Poisson alone
+# The spread of 10 sub-windows is itself an estimate (9 degrees of freedom): Student's t for
+# 90% over the normal's, 1.833 / 1.645.
+T_BATCHES = 1.833 / Z90
+# Below this many sessions seen working, the sub-windows are mostly empty and their spread no
+# guide: the Poisson error of the count bounds it.
+MIN_SEEN = 30
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,16 @@ def batch_rse(means: Sequence[float] | None) -> float:
         return 0.0
     var = sum((m - mean) ** 2 for m in means) / (len(means) - 1)
     return math.sqrt(var / len(means)) / mean
+
+
+def sampling_rse(seen: float | None, means: Sequence[float] | None) -> float:
+    """Relative error of sampled sessions: the spread of the sub-windows when there are enough
+    of them and enough sessions were seen, else the Poisson error of the count (an upper bound
+    for independent samples; infinite when none was seen). Neither known (a schema 2 report
+    without samples): 0, the floor then bounds it."""
+    if means is not None and len(means) >= MIN_BATCHES and (seen is None or seen >= MIN_SEEN):
+        return batch_rse(means) * T_BATCHES
+    return poisson_rse(seen) if seen is not None else 0.0
 
 
 def combine(*rses: float) -> float:

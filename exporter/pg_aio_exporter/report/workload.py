@@ -22,7 +22,7 @@ from pg_aio_exporter.collectors.pg_stat_statements import (
     StatementCounters,
     StatementKey,
 )
-from pg_aio_exporter.report.margin import Estimate, Ratio, batch_rse, combine, poisson_rse
+from pg_aio_exporter.report.margin import Estimate, Ratio, combine, sampling_rse
 
 STATEMENTS = "statements"
 DB_TIME = "db_time_per_transaction"
@@ -114,9 +114,7 @@ class Workload:
         value = self.db_time_per_transaction
         if value is None or self.transactions is None:
             return None
-        seen = self.sampled_sessions
-        poisson = poisson_rse(seen) if seen is not None else 0.0
-        sampling = max(poisson, batch_rse(self.session_batches))
+        sampling = sampling_rse(self.sampled_sessions, self.session_batches)
         return Estimate(
             value,
             combine(sampling, LAG_SD / self.seconds, OWN_SLACK / self.transactions)
