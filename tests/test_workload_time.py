@@ -74,6 +74,7 @@ SCRIPTS = {
     ),
 }
 READ_US = {"scan": 0, "probe": PROBE_READ_US}  # the storage each workload runs on
+RATES: dict[str, int] = {}  # workload -> pgbench -R (transactions/s); absent: closed loop
 REPORT_SECONDS = 10
 PGBENCH_LIMIT = 60  # stopped when the report is done
 MOVED = 1.15
@@ -89,13 +90,17 @@ class Run:
     summary: Summary
 
 
-def pgbench(server: LocalServer, script: Path, clients: int) -> subprocess.Popen[str]:
-    """A closed-loop pgbench reporting its latency every second, stamped (stderr)."""
+def pgbench(
+    server: LocalServer, script: Path, clients: int, rate: int | None = None, limit: float = 0
+) -> subprocess.Popen[str]:
+    """pgbench reporting its latency every second, stamped (stderr): closed loop, or `rate`
+    transactions a second; stopped by the caller, or after PGBENCH_LIMIT + `limit` seconds."""
     return subprocess.Popen(
         [
             str(pgbins.bin_dir("18") / "pgbench"),
             *("-n", "-f", str(script), "-c", str(clients), "-j", str(clients)),
-            *("-T", str(PGBENCH_LIMIT)),
+            *("-T", str(round(PGBENCH_LIMIT + limit))),
+            *(("-R", str(rate)) if rate is not None else ()),
             *("--progress=1", "--progress-timestamp", server.dsn()),
         ],
         stdout=subprocess.DEVNULL,
@@ -120,23 +125,25 @@ def latency_over(progress: str, started: float, ended: float) -> float:
     return total / count / 1000
 
 
-def measure(server: LocalServer, workload: str, saved: Path) -> Run:
+def measure(
+    server: LocalServer, workload: str, saved: Path, seconds: float = REPORT_SECONDS
+) -> Run:
     """pgbench and the report over the same seconds: pgbench runs around the report's window
     and its latency is taken over that window alone."""
     sql, clients, sample_interval = SCRIPTS[workload]
     script = saved.with_suffix(".sql")
     script.write_text(sql)
-    bench = pgbench(server, script, clients)
+    bench = pgbench(server, script, clients, RATES.get(workload), seconds)
     try:
         result = subprocess.run(
             [
                 *(sys.executable, "-m", "pg_aio_exporter", "report", "--dsn", server.dsn()),
-                *("--duration", f"{REPORT_SECONDS}s", "--sample-interval", sample_interval),
+                *("--duration", f"{seconds:g}s", "--sample-interval", sample_interval),
                 *("--save", str(saved), "--format", "json"),
             ],
             capture_output=True,
             text=True,
-            timeout=90,
+            timeout=90 + seconds,
             check=False,
         )
     finally:
