@@ -8,9 +8,11 @@ over the report's window.
 
 Whenever pgbench's latency moved by more than 1.15x, the report's time_ratio must point the same
 way (by statements and by DB time per transaction), and for scans and probes alike lie within
-20% of pgbench's ratio; read slowed per read (the shim) on 18 is a workload_regression; a faster
-workload is never called a regression; `compare` names the fastest. Ratios, never absolute
-times: the machine is loaded, and pgbench and the report see the same window.
+20% of pgbench's ratio; its 90% interval holds pgbench's ratio in 9 rows of 10 and never claims
+faster or slower against pgbench's way (moved by more than 1.15x); read slowed per read (the
+shim) on 18 is a workload_regression; a faster workload is never called a regression; `compare`
+names the fastest, or none when the margins overlap. Ratios, never absolute times: the machine
+is loaded, and pgbench and the report see the same window.
 """
 
 from __future__ import annotations
@@ -220,11 +222,14 @@ def without_statements(summary: Summary) -> Summary:
     return replace(summary, workload=replace(summary.workload, statements=None))
 
 
-def table(runs: dict[tuple[str, str], Run]) -> list[tuple[str, str, float, float, str]]:
+Row = tuple[str, str, float, float, str, tuple[float, float]]
+
+
+def table(runs: dict[tuple[str, str], Run]) -> list[Row]:
     """Every server's runs against 17's of the same workload, per basis: (server, workload,
-    pgbench ratio, report time_ratio, basis). Printed with each run's server time per
-    transaction against pgbench's latency over the same window (by statements, by DB time):
-    the share of pgbench's latency the server saw."""
+    pgbench ratio, report time_ratio, basis, its 90% interval). Printed with each run's server
+    time per transaction against pgbench's latency over the same window (by statements, by DB
+    time): the share of pgbench's latency the server saw."""
     rows = []
     for (name, workload), run in runs.items():
         # Slowed scans take seconds each: a few in a window, too few for DB time per
@@ -239,10 +244,12 @@ def table(runs: dict[tuple[str, str], Run]) -> list[tuple[str, str, float, float
         ):
             cmp = judge(after, LIMITS, before).workload
             assert cmp is not None, (name, workload)
-            rows.append((name, workload, pg_ratio, cmp.time_ratio, cmp.basis))
+            rows.append((name, workload, pg_ratio, cmp.time_ratio, cmp.basis, cmp.interval))
     print(
         "\n".join(
-            f"{r[0]:>12} {r[1]:>5}  pgbench {r[2]:.2f}  report {r[3]:.2f} ({r[4]})" for r in rows
+            f"{r[0]:>12} {r[1]:>5}  pgbench {r[2]:.2f}  report {r[3]:.2f}"
+            f" ({r[5][0]:.2f}-{r[5][1]:.2f}, {r[4]})"
+            for r in rows
         )
     )
     for (name, workload), run in runs.items():
@@ -262,8 +269,19 @@ def test_report_agrees_with_pgbench_on_faster_or_slower(runs: dict[tuple[str, st
     rows = table(runs)
     off: list[tuple[str, str, str, float, float]] = []
     bases: dict[tuple[str, str], set[str]] = {(r[0], r[1]): set() for r in rows}
-    for name, workload, pg_ratio, ratio, basis in rows:
+    outside = []
+    for name, workload, pg_ratio, ratio, basis, (low, high) in rows:
         bases[(name, workload)].add(basis)
+        if not low <= pg_ratio <= high:
+            outside.append((name, workload, basis, round(pg_ratio, 2), round(low, 2), high))
+        # A claim of faster or slower (the interval clear of 1) never against pgbench's way.
+        assert not (high < 1 < pg_ratio / MOVED or low > 1 > pg_ratio * MOVED), (
+            name,
+            workload,
+            basis,
+            pg_ratio,
+            (low, high),
+        )
         if abs(math.log(pg_ratio)) > math.log(MOVED):
             assert (ratio > 1) == (pg_ratio > 1), (name, workload, basis, pg_ratio, ratio)
         # Every row within 20% of pgbench, by statements and by DB time per transaction: the
@@ -274,6 +292,9 @@ def test_report_agrees_with_pgbench_on_faster_or_slower(runs: dict[tuple[str, st
         if not 1 / MATCHED <= ratio / pg_ratio <= MATCHED:
             off.append((name, workload, basis, round(pg_ratio, 2), round(ratio, 2)))
     assert not off, off
+    # The 90% interval holds pgbench's ratio in 9 of 10 rows (one row in 10, rounded up, may
+    # fall outside: bench/workload_margin.py judges it over many pairs, docs/report.md).
+    assert len(outside) <= math.ceil(len(rows) / 10), outside
     # Statements where both windows had pg_stat_statements; DB time where one did not.
     assert bases[("18 worker", "scan")] == {STATEMENTS, DB_TIME}
     assert bases[("18 sync", "scan")] == {DB_TIME}
@@ -327,7 +348,7 @@ def test_a_faster_workload_is_never_a_regression(runs: dict[tuple[str, str], Run
 def test_compare_names_the_fastest(runs: dict[tuple[str, str], Run]):
     """Every saved scan report side by side. pgbench's fastest is named, or one pgbench could not
     tell from it (within 1.15x: on a loaded machine two io_methods can tie); never the slowed
-    one."""
+    one. Or none, when the margins overlap: then pgbench's two fastest were close too."""
     chosen = [run for (_, workload), run in runs.items() if workload == "scan"]
     result = subprocess.run(
         [sys.executable, "-m", "pg_aio_exporter", "compare", "--format", "json"]
@@ -338,10 +359,7 @@ def test_compare_names_the_fastest(runs: dict[tuple[str, str], Run]):
         check=True,
     )
     fastest = json.loads(result.stdout)["fastest"]
-    named = next(r for r in chosen if str(r.saved) == fastest)
-    best = min(r.latency for r in chosen)
-    assert named.latency <= best * MOVED, [(r.saved.name, r.latency) for r in chosen]
-    assert named is not runs[("18 slow reads", "scan")]
+    latencies = sorted(r.latency for r in chosen)
     text = subprocess.run(
         [sys.executable, "-m", "pg_aio_exporter", "compare", *[str(r.saved) for r in chosen]],
         capture_output=True,
@@ -350,6 +368,14 @@ def test_compare_names_the_fastest(runs: dict[tuple[str, str], Run]):
         check=True,
     ).stdout
     print(text)
+    if fastest is None:
+        # Undecided only where pgbench's two fastest were close: within 1.3x.
+        assert latencies[1] <= latencies[0] * 1.3, [(r.saved.name, r.latency) for r in chosen]
+        assert "Fastest: undecided" in text
+        return
+    named = next(r for r in chosen if str(r.saved) == fastest)
+    assert named.latency <= latencies[0] * MOVED, [(r.saved.name, r.latency) for r in chosen]
+    assert named is not runs[("18 slow reads", "scan")]
     assert f"Fastest: {chr(ord('A') + chosen.index(named))} " in text
 
 
