@@ -84,7 +84,7 @@ def figures(col: Column, thresholds: Thresholds) -> dict[str, Any]:
 
 
 def _interval(interval: list[float] | None) -> str:
-    return units.NONE if interval is None else f"{interval[0]:.2f}-{interval[1]:.2f}x"
+    return units.NONE if interval is None else units.interval(*interval)
 
 
 ROWS: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (

@@ -179,10 +179,10 @@ def interval(cmp: WorkloadComparison) -> str:
     otherwise."""
     low, high = cmp.interval
     if cmp.margin.faster:
-        return f"{1 / cmp.time_ratio:.2f}x ({1 / high:.2f}-{1 / low:.2f}x)"
+        return f"{units.ratio(1 / cmp.time_ratio)} ({units.interval(1 / high, 1 / low)})"
     if cmp.margin.slower:
-        return f"{cmp.time_ratio:.2f}x ({low:.2f}-{high:.2f}x)"
-    return f"({low:.2f}-{high:.2f}x)"
+        return f"{units.ratio(cmp.time_ratio)} ({units.interval(low, high)})"
+    return f"({units.interval(low, high)})"
 
 
 def _against(ctx: Context, cmp: WorkloadComparison) -> str:
