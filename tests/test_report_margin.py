@@ -26,7 +26,7 @@ from pg_aio_exporter.report.margin import (
 )
 from pg_aio_exporter.report.outcome import judge
 from pg_aio_exporter.report.workload import StatementWindow, compare_workload
-from test_report_unit import T, summary
+from test_report_unit import BULK, KB, T, reads, summary
 from test_report_workload import work
 
 pytestmark = pytest.mark.unit
@@ -183,3 +183,20 @@ def test_db_time_interval_covers_the_true_ratio_nine_times_in_ten():
         low, high = cmp.interval
         held += low <= 1.2 <= high
     assert 0.85 * pairs <= held <= 0.97 * pairs, held
+
+
+def test_nothing_divides_by_zero():
+    """A window whose reads waited nothing measurable, and windows where no session was seen
+    working (DB time 0 measured), against baselines that measured both: every verdict is made,
+    and says what was not measured."""
+    healthy = {BULK: reads(200_000, 24 * KB, 0.1)}
+    zero_wait = summary({BULK: reads(200_000, 24 * KB, 0.0)})
+    assert "no read wait measured" in judge(zero_wait, T, summary(healthy)).verdict.reads
+    idle = work(statements=None, transactions=600.0, client_sessions=0.0, sampled_sessions=0.0)
+    busy = work(statements=None, transactions=600.0, client_sessions=2.0, sampled_sessions=120.0)
+    now_idle = judge(summary(workload=idle), T, summary(workload=busy))
+    assert now_idle.workload is None
+    assert now_idle.verdict.workload.startswith("DB time not measured")
+    base_idle = judge(summary(workload=busy), T, summary(workload=idle))
+    assert base_idle.workload is None
+    assert "the baseline counted no work" in base_idle.verdict.workload

@@ -61,6 +61,8 @@ def reads(ctx: Context, found: dict[str, Finding]) -> str:
         )
     elif "read_latency_regression" in found:
         change = f"{units.ratio(ratio)} slower per MiB: a read wait regression."
+    elif ratio == 0:
+        change = "no read wait measured now (under track_io_timing's resolution)."
     elif ratio < 1:
         change = f"{units.ratio(1 / ratio)} faster per MiB."
     else:
