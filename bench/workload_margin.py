@@ -7,7 +7,7 @@ Every workload runs --pairs times on each server under pgbench while `report --s
 same seconds. Pairs (the i-th run of each side), by statements and by DB time per transaction
 (the same windows without their statements, as a server without pg_stat_statements reports):
 
-- 17 -> 18 worker and 17 -> 18 sync (scans, probes, light OLTP);
+- 17 -> 18 worker and 17 -> 18 sync (scans, probes, light OLTP), 18 worker -> 18 sync;
 - 18 worker -> 18 worker with reads slowed (--slow-us per read, probes);
 - 18 worker -> 18 worker again (A/A: nothing changed; runs 1-2, 3-4, ...).
 
@@ -97,20 +97,26 @@ def measure_all(args: Any, out: Path) -> Runs:
     return runs
 
 
+CASES = (
+    ("17", "18 worker"),
+    ("17", "18 sync"),
+    ("18 worker", "18 sync"),
+    ("18 worker", "18 slow reads"),
+)
+
+
 def pairs(runs: Runs) -> Iterator[tuple[str, str, wt.Run, wt.Run]]:
-    """(case, workload, before, after) for every pair."""
-    for (name, workload), after in runs.items():
-        if name == "17":
-            continue
-        before_name = "17" if name in ("18 worker", "18 sync") else "18 worker"
-        if (before_name, workload) not in runs:
-            continue
-        for before, now in zip(runs[(before_name, workload)], after, strict=True):
-            yield f"{before_name} -> {name}", workload, before, now
+    """(case, workload, before, after) for every pair the runs allow."""
+    for before_name, after_name in CASES:
+        for (name, workload), after in runs.items():
+            before = runs.get((before_name, workload))
+            if name == after_name and before is not None:
+                for then, now in zip(before, after, strict=True):
+                    yield f"{before_name} -> {after_name}", workload, then, now
     for (name, workload), same in runs.items():
         if name == "18 worker":
-            for before, now in zip(same[::2], same[1::2], strict=False):
-                yield "18 worker A/A", workload, before, now
+            for then, now in zip(same[::2], same[1::2], strict=False):
+                yield "18 worker A/A", workload, then, now
 
 
 def judged(before: wt.Run, after: wt.Run, with_statements: bool) -> dict[str, Any] | None:
