@@ -31,6 +31,9 @@ T_BATCHES = 1.833 / Z90
 # Below this many sessions seen working, the sub-windows are mostly empty and their spread no
 # guide: the Poisson error of the count bounds it.
 MIN_SEEN = 30
+# The smallest change an undecided answer is sized for: "how long a window would decide it"
+# for a change of 1% or none at all would be hours, and says nothing useful.
+MIN_CHANGE = 1.05
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ class Ratio:
     def inverse(self) -> Ratio:
         return Ratio(1 / self.value, self.log_sd)
 
-    def decisive_after(self, seconds: float, change: float = 1.05) -> float:
+    def decisive_after(self, seconds: float, change: float = MIN_CHANGE) -> float:
         """How long both windows would have to be (seconds) for this interval to clear 1, were
         the ratio as it is (or, within `change` of 1, a change of `change`): the error falls
         with the square root of the window."""

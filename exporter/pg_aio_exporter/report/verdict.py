@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from pg_aio_exporter.report import units, writes
 from pg_aio_exporter.report.findings import Context, Finding
+from pg_aio_exporter.report.margin import MIN_CHANGE
 from pg_aio_exporter.report.workload import STATEMENTS, Workload, WorkloadComparison
 
 
@@ -212,14 +213,16 @@ def _against(ctx: Context, cmp: WorkloadComparison) -> str:
     decisive = cmp.decisive_seconds
     undecided = ""
     if decisive is not None:
+        size = max(abs(cmp.time_ratio - 1), MIN_CHANGE - 1)
         undecided = (
             f" Undecided at 90%: windows of about {units.duration(decisive)} each (or repeated"
-            " runs) would tell a change of this size"
+            f" runs) would tell a change of {units.percent(size)}"
             + ("" if cmp.basis == STATEMENTS else "; pg_stat_statements narrows it most")
             + "."
         )
+    than = "as" if not cmp.margin.decided else "than"
     return (
-        f"{head} than the baseline (PostgreSQL {base.server.version}, io_method"
+        f"{head} {than} the baseline (PostgreSQL {base.server.version}, io_method"
         f" {base.server.io_method or 'none'}), by {what}: {units.ms(cmp.after)} against"
         f" {units.ms(cmp.before)}{reads_part}.{undecided}"
     )
