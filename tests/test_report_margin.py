@@ -9,6 +9,7 @@ import json
 import math
 import random
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -205,3 +206,31 @@ def test_nothing_divides_by_zero():
     base_idle = judge(summary(workload=busy), T, summary(workload=idle))
     assert base_idle.workload is None
     assert "the baseline counted no work" in base_idle.verdict.workload
+
+
+def test_statements_and_db_time_disagreeing_widen_the_interval_to_hold_both():
+    """Statements 0.8x (400 calls each, sd as above: 20 s then 16 s of execution), DB time 0.9x
+    over the same windows (0.5 sessions busy in 60 s, 30 s, over 1200 then 1333 transactions,
+    sub-windows steady): the interval holds both, the headline stays the statements'."""
+    steady = (0.5,) * 10
+    before = work(
+        statement(400, 50, 20),
+        transactions=1200.0,
+        client_sessions=0.5,
+        sampled_sessions=300.0,
+        session_batches=steady,
+    )
+    after = work(
+        statement(400, 40, 10),
+        transactions=1200.0 / 0.9,
+        client_sessions=0.5,
+        sampled_sessions=300.0,
+        session_batches=steady,
+    )
+    cmp = compare_workload(before, after)
+    assert cmp is not None and cmp.time_ratio == pytest.approx(0.8)
+    low, high = cmp.interval
+    assert low < 0.8 and 0.9 < high < 1
+    db_only = compare_workload(replace(before, statements=None), replace(after, statements=None))
+    assert db_only is not None and db_only.time_ratio == pytest.approx(0.9)
+    assert high == pytest.approx(db_only.interval[1])

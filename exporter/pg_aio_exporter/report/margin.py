@@ -50,6 +50,9 @@ class Ratio:
 
     value: float
     log_sd: float  # standard error of log(value)
+    # The interval widened to hold another estimate of the same ratio (`holding`); None: the
+    # interval is this estimate's own.
+    bounds: tuple[float, float] | None = None
 
     @classmethod
     def of(cls, after: Estimate | None, before: Estimate | None) -> Ratio | None:
@@ -61,8 +64,16 @@ class Ratio:
 
     @property
     def interval(self) -> tuple[float, float]:
+        if self.bounds is not None:
+            return self.bounds
         spread = math.exp(Z90 * self.log_sd)
         return self.value / spread, self.value * spread
+
+    def holding(self, other: Ratio) -> Ratio:
+        """This ratio with an interval that also holds `other`'s: two estimates of the same
+        change that disagree leave the client's answer anywhere between them."""
+        (low, high), (other_low, other_high) = self.interval, other.interval
+        return Ratio(self.value, self.log_sd, (min(low, other_low), max(high, other_high)))
 
     @property
     def faster(self) -> bool:
@@ -76,15 +87,14 @@ class Ratio:
     def decided(self) -> bool:
         return self.faster or self.slower
 
-    def inverse(self) -> Ratio:
-        return Ratio(1 / self.value, self.log_sd)
-
     def decisive_after(self, seconds: float, change: float = MIN_CHANGE) -> float:
         """How long both windows would have to be (seconds) for this interval to clear 1, were
         the ratio as it is (or, within `change` of 1, a change of `change`): the error falls
         with the square root of the window."""
+        low, high = self.interval
+        half_width = max(math.log(self.value / low), math.log(high / self.value))
         distance = max(abs(math.log(self.value)), math.log(change))
-        return seconds * (Z90 * self.log_sd / distance) ** 2
+        return seconds * (half_width / distance) ** 2
 
 
 def poisson_rse(events: float) -> float:

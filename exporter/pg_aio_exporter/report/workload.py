@@ -15,7 +15,7 @@ other work, so it is no measure of speed across versions or io_methods (docs/rep
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pg_aio_exporter.collectors.pg_stat_statements import (
     NO_STATEMENTS,
@@ -294,13 +294,16 @@ def compare_workload(before: Workload | None, after: Workload | None) -> Workloa
     if before is None or after is None:
         return None
     by_statements = _by_statements(before, after)
-    db_time = before.db_time_per_transaction and after.db_time_per_transaction
-    if by_statements is not None and (
-        not db_time or (_statements_cover(before) and _statements_cover(after))
-    ):
-        return by_statements
     then, now = before.db_time, after.db_time
     margin = Ratio.of(now, then)
+    if by_statements is not None and (
+        margin is None or (_statements_cover(before) and _statements_cover(after))
+    ):
+        if margin is None:
+            return by_statements
+        # Execution time leaves out parse, plan, commit and the waits between statements; DB
+        # time holds them. Where the two disagree, the interval holds both.
+        return replace(by_statements, margin=by_statements.margin.holding(margin))
     if then is None or now is None or margin is None:
         return None
     return WorkloadComparison(
