@@ -211,7 +211,8 @@ def test_nothing_divides_by_zero():
 def test_statements_and_db_time_disagreeing_widen_the_interval_to_hold_both():
     """Statements 0.8x (400 calls each, sd as above: 20 s then 16 s of execution), DB time 0.9x
     over the same windows (0.5 sessions busy in 60 s, 30 s, over 1200 then 1333 transactions,
-    sub-windows steady): the interval holds both, the headline stays the statements'."""
+    sub-windows steady): the interval reaches DB time's ratio, the headline stays the
+    statements'."""
     steady = (0.5,) * 10
     before = work(
         statement(400, 50, 20),
@@ -233,4 +234,5 @@ def test_statements_and_db_time_disagreeing_widen_the_interval_to_hold_both():
     assert low < 0.8 and 0.9 < high < 1
     db_only = compare_workload(replace(before, statements=None), replace(after, statements=None))
     assert db_only is not None and db_only.time_ratio == pytest.approx(0.9)
-    assert high == pytest.approx(db_only.interval[1])
+    # Up to DB time's ratio with the statements' own precision (log sd hypot(2%, 1.25%)).
+    assert high == pytest.approx(0.9 * math.exp(Z90 * math.hypot(0.02, 0.0125)))

@@ -70,10 +70,16 @@ class Ratio:
         return self.value / spread, self.value * spread
 
     def holding(self, other: Ratio) -> Ratio:
-        """This ratio with an interval that also holds `other`'s: two estimates of the same
-        change that disagree leave the client's answer anywhere between them."""
-        (low, high), (other_low, other_high) = self.interval, other.interval
-        return Ratio(self.value, self.log_sd, (min(low, other_low), max(high, other_high)))
+        """This ratio with an interval that also holds `other`'s value, with this one's
+        precision around it: two estimates of the same change that disagree leave the client's
+        answer anywhere between them, and the other's own sampling error adds nothing."""
+        spread = math.exp(Z90 * self.log_sd)
+        low, high = self.interval
+        return Ratio(
+            self.value,
+            self.log_sd,
+            (min(low, other.value / spread), max(high, other.value * spread)),
+        )
 
     @property
     def faster(self) -> bool:

@@ -302,7 +302,7 @@ def compare_workload(before: Workload | None, after: Workload | None) -> Workloa
         if margin is None:
             return by_statements
         # Execution time leaves out parse, plan, commit and the waits between statements; DB
-        # time holds them. Where the two disagree, the interval holds both.
+        # time holds them. Where the two disagree, the interval reaches DB time's ratio too.
         return replace(by_statements, margin=by_statements.margin.holding(margin))
     if then is None or now is None or margin is None:
         return None
