@@ -190,7 +190,7 @@ def test_installed_wheel_runs_with_the_image_command(pg18: LocalServer, tmp_path
     )
     assert report.returncode == 0, report.stderr
     doc = json.loads(report.stdout)
-    assert doc["schema"] == 2 and doc["verdict"]["storage"], doc
+    assert doc["schema"] == 3 and doc["verdict"]["storage"], doc
     installed = run(
         bin_dir / "python",
         "-c",

@@ -23,7 +23,6 @@ from pg_aio_exporter.collectors import (
     server,
     settings,
 )
-from pg_aio_exporter.collectors.activity import CLIENT, WaitKey
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.collectors.intervals import ReadWindow, WalWindow
 from pg_aio_exporter.config.targets import Target
@@ -109,7 +108,7 @@ class Recorder:
 
     def sampled(self, samples: int, totals: dict[str, Any]) -> None:
         self.samples, self.totals = samples, totals
-        working = client_sessions(totals)
+        working = self.activity(0.0).client_samples()
         self.statements.observe_sample(time.time(), working - self._working)
         self._working = working
 
@@ -142,12 +141,6 @@ class Recorder:
 
 
 MIN_TRANSACTIONS = 10  # below this many in the window, DB time per transaction is not judged
-
-
-def client_sessions(totals: dict[str, Any]) -> int:
-    """Client backends doing work, summed over the samples so far."""
-    waits: dict[WaitKey, int] = totals.get("wait_samples", {})
-    return sum(n for key, n in waits.items() if key[0] == CLIENT)
 
 
 class WorkloadWindow:
