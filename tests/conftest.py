@@ -39,6 +39,7 @@ SLOWEST_FIRST = (
     "test_alerts_vmalert.py",
     "test_alerts_e2e.py",
     "test_workload_time.py",
+    "test_workload_sound.py",
     "test_faults.py",
     "test_report_html.py",  # three 10 s reports, Chromium and the Nu checker: ~60-90 s
     "test_sampler.py",

@@ -129,3 +129,32 @@ def test_database_counters(major: str):
     # The recording ran SCANS + 2 statements, each its own transaction, between the polls.
     assert after.transactions - before.transactions >= load(major)["scans"] + 2
     assert after.blocks > before.blocks
+
+
+@pytest.mark.parametrize("major", MAJORS)
+def test_statement_squares_give_each_window_its_per_call_variance(major: str):
+    """calls x (stddev_exec_time² + mean²) is each call's time squared, summed: over the
+    recording's scans at least (their time)² / calls (equal only if every scan took as long),
+    so the window's variance per call is a real one, and in seconds²."""
+    recorded = load(major)
+    second = pg_stat_statements.statements(recorded["polls"][1]["per_statement"])
+    scan = pg_stat_statements.fingerprint("SELECT count(*) FROM aio_demo")
+    (stmt,) = (s for key, s in second.items() if key[0] == scan)
+    c = stmt.counters
+    assert c.calls == recorded["scans"] and c.exec_squares is not None
+    assert c.exec_squares >= c.exec_seconds**2 / c.calls * (1 - 1e-9)
+    assert c.exec_squares <= c.exec_seconds**2  # no call longer than all of them
+    variance = c.call_variance
+    assert variance is not None and variance >= 0
+
+
+@pytest.mark.parametrize("major", MAJORS)
+def test_database_resets_are_read(major: str):
+    """stats_reset per database (0 when never reset): two reads without a reset between them
+    continue each other."""
+    first, second = (
+        pg_stat_database.database_work(p["pg_stat_database"]) for p in load(major)["polls"]
+    )
+    assert first is not None and second is not None
+    assert {name for name, _ in second.resets} >= {"postgres", "template1"}
+    assert second.continues(first)

@@ -629,7 +629,7 @@ def with_samples(doc: dict[str, Any], samples: Any) -> dict[str, Any]:
         (lambda p: write(p, "b.json", "[1, 2]"), "is not a pg-aio-exporter report"),
         (
             lambda p: write(p, "b.json", json.dumps({**saved(p), "schema": 4})),
-            "has report schema 4; this version reads schema 1, 2, 3",
+            "has report schema 4; this version reads schema 1, 2 and 3",
         ),
         (
             lambda p: write(

@@ -8,9 +8,11 @@ over the report's window.
 
 Whenever pgbench's latency moved by more than 1.15x, the report's time_ratio must point the same
 way (by statements and by DB time per transaction), and for scans and probes alike lie within
-20% of pgbench's ratio; read slowed per read (the shim) on 18 is a workload_regression; a faster
-workload is never called a regression; `compare` names the fastest. Ratios, never absolute
-times: the machine is loaded, and pgbench and the report see the same window.
+20% of pgbench's ratio; its 90% interval holds pgbench's ratio in 9 rows of 10 and never claims
+faster or slower against pgbench's way (moved by more than 1.15x); read slowed per read (the
+shim) on 18 is a workload_regression; a faster workload is never called a regression; `compare`
+names the fastest, or none when the margins overlap. Ratios, never absolute times: the machine
+is loaded, and pgbench and the report see the same window.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from pg_aio_exporter.demo.workload import ROWS_PER_MB, create_table
 from pg_aio_exporter.report import document, thresholds
 from pg_aio_exporter.report.outcome import judge
 from pg_aio_exporter.report.summary import Summary
-from pg_aio_exporter.report.workload import DB_TIME, STATEMENTS
+from pg_aio_exporter.report.workload import DB_TIME, STATEMENTS, compare_workload
 from slowread import SlowReads
 
 TABLE_MB = 32
@@ -74,6 +76,7 @@ SCRIPTS = {
     ),
 }
 READ_US = {"scan": 0, "probe": PROBE_READ_US}  # the storage each workload runs on
+RATES: dict[str, int] = {}  # workload -> pgbench -R (transactions/s); absent: closed loop
 REPORT_SECONDS = 10
 PGBENCH_LIMIT = 60  # stopped when the report is done
 MOVED = 1.15
@@ -89,13 +92,17 @@ class Run:
     summary: Summary
 
 
-def pgbench(server: LocalServer, script: Path, clients: int) -> subprocess.Popen[str]:
-    """A closed-loop pgbench reporting its latency every second, stamped (stderr)."""
+def pgbench(
+    server: LocalServer, script: Path, clients: int, rate: int | None = None, limit: float = 0
+) -> subprocess.Popen[str]:
+    """pgbench reporting its latency every second, stamped (stderr): closed loop, or `rate`
+    transactions a second; stopped by the caller, or after PGBENCH_LIMIT + `limit` seconds."""
     return subprocess.Popen(
         [
             str(pgbins.bin_dir("18") / "pgbench"),
             *("-n", "-f", str(script), "-c", str(clients), "-j", str(clients)),
-            *("-T", str(PGBENCH_LIMIT)),
+            *("-T", str(round(PGBENCH_LIMIT + limit))),
+            *(("-R", str(rate)) if rate is not None else ()),
             *("--progress=1", "--progress-timestamp", server.dsn()),
         ],
         stdout=subprocess.DEVNULL,
@@ -120,23 +127,25 @@ def latency_over(progress: str, started: float, ended: float) -> float:
     return total / count / 1000
 
 
-def measure(server: LocalServer, workload: str, saved: Path) -> Run:
+def measure(
+    server: LocalServer, workload: str, saved: Path, seconds: float = REPORT_SECONDS
+) -> Run:
     """pgbench and the report over the same seconds: pgbench runs around the report's window
     and its latency is taken over that window alone."""
     sql, clients, sample_interval = SCRIPTS[workload]
     script = saved.with_suffix(".sql")
     script.write_text(sql)
-    bench = pgbench(server, script, clients)
+    bench = pgbench(server, script, clients, RATES.get(workload), seconds)
     try:
         result = subprocess.run(
             [
                 *(sys.executable, "-m", "pg_aio_exporter", "report", "--dsn", server.dsn()),
-                *("--duration", f"{REPORT_SECONDS}s", "--sample-interval", sample_interval),
+                *("--duration", f"{seconds:g}s", "--sample-interval", sample_interval),
                 *("--save", str(saved), "--format", "json"),
             ],
             capture_output=True,
             text=True,
-            timeout=90,
+            timeout=90 + seconds,
             check=False,
         )
     finally:
@@ -224,11 +233,14 @@ def without_statements(summary: Summary) -> Summary:
     return replace(summary, workload=replace(summary.workload, statements=None))
 
 
-def table(runs: dict[tuple[str, str], Run]) -> list[tuple[str, str, float, float, str]]:
+Row = tuple[str, str, float, float, str, tuple[float, float]]
+
+
+def table(runs: dict[tuple[str, str], Run]) -> list[Row]:
     """Every server's runs against 17's of the same workload, per basis: (server, workload,
-    pgbench ratio, report time_ratio, basis). Printed with each run's server time per
-    transaction against pgbench's latency over the same window (by statements, by DB time):
-    the share of pgbench's latency the server saw."""
+    pgbench ratio, report time_ratio, basis, its 90% interval). Printed with each run's server
+    time per transaction against pgbench's latency over the same window (by statements, by DB
+    time): the share of pgbench's latency the server saw."""
     rows = []
     for (name, workload), run in runs.items():
         # Slowed scans take seconds each: a few in a window, too few for DB time per
@@ -243,10 +255,12 @@ def table(runs: dict[tuple[str, str], Run]) -> list[tuple[str, str, float, float
         ):
             cmp = judge(after, LIMITS, before).workload
             assert cmp is not None, (name, workload)
-            rows.append((name, workload, pg_ratio, cmp.time_ratio, cmp.basis))
+            rows.append((name, workload, pg_ratio, cmp.time_ratio, cmp.basis, cmp.interval))
     print(
         "\n".join(
-            f"{r[0]:>12} {r[1]:>5}  pgbench {r[2]:.2f}  report {r[3]:.2f} ({r[4]})" for r in rows
+            f"{r[0]:>12} {r[1]:>5}  pgbench {r[2]:.2f}  report {r[3]:.2f}"
+            f" ({r[5][0]:.2f}-{r[5][1]:.2f}, {r[4]})"
+            for r in rows
         )
     )
     for (name, workload), run in runs.items():
@@ -266,8 +280,19 @@ def test_report_agrees_with_pgbench_on_faster_or_slower(runs: dict[tuple[str, st
     rows = table(runs)
     off: list[tuple[str, str, str, float, float]] = []
     bases: dict[tuple[str, str], set[str]] = {(r[0], r[1]): set() for r in rows}
-    for name, workload, pg_ratio, ratio, basis in rows:
+    outside = []
+    for name, workload, pg_ratio, ratio, basis, (low, high) in rows:
         bases[(name, workload)].add(basis)
+        if not low <= pg_ratio <= high:
+            outside.append((name, workload, basis, round(pg_ratio, 2), round(low, 2), high))
+        # A claim of faster or slower (the interval clear of 1) never against pgbench's way.
+        assert not (high < 1 < pg_ratio / MOVED or low > 1 > pg_ratio * MOVED), (
+            name,
+            workload,
+            basis,
+            pg_ratio,
+            (low, high),
+        )
         if abs(math.log(pg_ratio)) > math.log(MOVED):
             assert (ratio > 1) == (pg_ratio > 1), (name, workload, basis, pg_ratio, ratio)
         # Every row within 20% of pgbench, by statements and by DB time per transaction: the
@@ -278,6 +303,9 @@ def test_report_agrees_with_pgbench_on_faster_or_slower(runs: dict[tuple[str, st
         if not 1 / MATCHED <= ratio / pg_ratio <= MATCHED:
             off.append((name, workload, basis, round(pg_ratio, 2), round(ratio, 2)))
     assert not off, off
+    # The 90% interval holds pgbench's ratio in 9 of 10 rows (one row in 10, rounded up, may
+    # fall outside: bench/workload_margin.py judges it over many pairs, docs/report.md).
+    assert len(outside) <= math.ceil(len(rows) / 10), outside
     # Statements where both windows had pg_stat_statements; DB time where one did not.
     assert bases[("18 worker", "scan")] == {STATEMENTS, DB_TIME}
     assert bases[("18 sync", "scan")] == {DB_TIME}
@@ -331,7 +359,8 @@ def test_a_faster_workload_is_never_a_regression(runs: dict[tuple[str, str], Run
 def test_compare_names_the_fastest(runs: dict[tuple[str, str], Run]):
     """Every saved scan report side by side. pgbench's fastest is named, or one pgbench could not
     tell from it (within 1.15x: on a loaded machine two io_methods can tie); never the slowed
-    one."""
+    one. Or none, when the margins overlap: then pgbench's ratio of its two fastest lies within
+    the report's interval of that pair."""
     chosen = [run for (_, workload), run in runs.items() if workload == "scan"]
     result = subprocess.run(
         [sys.executable, "-m", "pg_aio_exporter", "compare", "--format", "json"]
@@ -342,10 +371,6 @@ def test_compare_names_the_fastest(runs: dict[tuple[str, str], Run]):
         check=True,
     )
     fastest = json.loads(result.stdout)["fastest"]
-    named = next(r for r in chosen if str(r.saved) == fastest)
-    best = min(r.latency for r in chosen)
-    assert named.latency <= best * MOVED, [(r.saved.name, r.latency) for r in chosen]
-    assert named is not runs[("18 slow reads", "scan")]
     text = subprocess.run(
         [sys.executable, "-m", "pg_aio_exporter", "compare", *[str(r.saved) for r in chosen]],
         capture_output=True,
@@ -354,6 +379,20 @@ def test_compare_names_the_fastest(runs: dict[tuple[str, str], Run]):
         check=True,
     ).stdout
     print(text)
+    if fastest is None:
+        # Undecided: the margins overlap. Then pgbench's fastest against its second lies within
+        # the report's interval of that pair: the report could not tell what pgbench told.
+        first, second = sorted(chosen, key=lambda r: r.latency)[:2]
+        cmp = compare_workload(second.summary.workload, first.summary.workload)
+        assert cmp is not None
+        low, high = cmp.interval
+        assert low <= first.latency / second.latency <= high, (first.saved, second.saved, low)
+        assert "Fastest: undecided" in text
+        return
+    named = next(r for r in chosen if str(r.saved) == fastest)
+    best = min(r.latency for r in chosen)
+    assert named.latency <= best * MOVED, [(r.saved.name, r.latency) for r in chosen]
+    assert named is not runs[("18 slow reads", "scan")]
     assert f"Fastest: {chr(ord('A') + chosen.index(named))} " in text
 
 

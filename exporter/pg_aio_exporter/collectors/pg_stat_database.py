@@ -17,7 +17,8 @@ SQL = (
     "SELECT datname, xact_commit::float8 AS xact_commit,"
     " xact_rollback::float8 AS xact_rollback, blks_read::float8 AS blks_read,"
     " blks_hit::float8 AS blks_hit,"
-    " extract(epoch FROM pg_postmaster_start_time())::float8 AS start_time"
+    " extract(epoch FROM pg_postmaster_start_time())::float8 AS start_time,"
+    " coalesce(extract(epoch FROM stats_reset), 0)::float8 AS stats_reset"
     " FROM pg_stat_database WHERE datname IS NOT NULL"
 )
 
@@ -52,6 +53,13 @@ class DatabaseWork:
     transactions: float  # committed + rolled back
     blocks: float  # read + hit: blocks accessed
     start_time: float  # postmaster start: counts of two restarts do not subtract
+    # Each database's stats_reset (epoch, 0 never reset): counts across a reset (of one
+    # database, pg_stat_reset(), or of every one) do not subtract either.
+    resets: tuple[tuple[str, float], ...] = ()
+
+    def continues(self, earlier: DatabaseWork) -> bool:
+        """Whether these counts are `earlier`'s grown: no restart and no reset between."""
+        return self.start_time == earlier.start_time and self.resets == earlier.resets
 
 
 def database_work(rows: list[Row]) -> DatabaseWork | None:
@@ -61,6 +69,7 @@ def database_work(rows: list[Row]) -> DatabaseWork | None:
         transactions=sum(r["xact_commit"] + r["xact_rollback"] for r in rows),
         blocks=sum(r["blks_read"] + r["blks_hit"] for r in rows),
         start_time=rows[0]["start_time"],
+        resets=tuple(sorted((r["datname"], r["stats_reset"]) for r in rows)),
     )
 
 

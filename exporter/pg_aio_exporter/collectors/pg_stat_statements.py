@@ -49,6 +49,15 @@ class StatementCounters:
     blocks_read: float
     blocks_hit: float
     read_seconds: float
+    # Sum over calls of each call's execution time squared (seconds^2), from the extension's
+    # mean and stddev_exec_time: the per-call variance of any window. None: not read (a saved
+    # report of schema 2).
+    exec_squares: float | None = None
+
+    def _squares(self, other: StatementCounters, sign: float) -> float | None:
+        if self.exec_squares is None or other.exec_squares is None:
+            return None
+        return self.exec_squares + sign * other.exec_squares
 
     def __add__(self, other: StatementCounters) -> StatementCounters:
         return StatementCounters(
@@ -58,6 +67,7 @@ class StatementCounters:
             self.blocks_read + other.blocks_read,
             self.blocks_hit + other.blocks_hit,
             self.read_seconds + other.read_seconds,
+            self._squares(other, 1.0),
         )
 
     def __sub__(self, other: StatementCounters) -> StatementCounters:
@@ -68,14 +78,23 @@ class StatementCounters:
             self.blocks_read - other.blocks_read,
             self.blocks_hit - other.blocks_hit,
             self.read_seconds - other.read_seconds,
+            self._squares(other, -1.0),
         )
+
+    @property
+    def call_variance(self) -> float | None:
+        """Variance of one call's execution time (seconds^2) over these calls."""
+        if self.exec_squares is None or self.calls <= 0:
+            return None
+        mean = self.exec_seconds / self.calls
+        return max(0.0, self.exec_squares / self.calls - mean * mean)
 
     @property
     def went_back(self) -> bool:
         return min(self.calls, self.exec_seconds, self.blocks_read, self.blocks_hit) < 0
 
 
-NO_STATEMENTS = StatementCounters(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+NO_STATEMENTS = StatementCounters(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 # Constant lists: PostgreSQL 18 squashes `IN ($1, $2, $3)` into `IN ($1 /*, ... */)` (and
 # ARRAY[...] the same way) and numbers the later parameters accordingly; 17 lists them all.
@@ -108,7 +127,8 @@ def _columns(version_num: int) -> str:
     return (
         "calls::float8 AS calls, total_exec_time::float8 AS exec_time, rows::float8 AS rows,"
         " shared_blks_read::float8 AS blocks_read, shared_blks_hit::float8 AS blocks_hit,"
-        f" {read_time}::float8 AS read_time"
+        f" {read_time}::float8 AS read_time,"
+        " (calls * (stddev_exec_time ^ 2 + mean_exec_time ^ 2))::float8 AS exec_squares"
     )
 
 
@@ -121,6 +141,7 @@ def counters(row: Row) -> StatementCounters:
         blocks_read=row["blocks_read"] or 0.0,
         blocks_hit=row["blocks_hit"] or 0.0,
         read_seconds=(row["read_time"] or 0.0) / 1000.0,
+        exec_squares=(row["exec_squares"] or 0.0) / 1e6,
     )
 
 

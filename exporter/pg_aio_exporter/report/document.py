@@ -27,7 +27,9 @@ from pg_aio_exporter.report.units import timestamp
 from pg_aio_exporter.report.workload import StatementWindow, Workload, WorkloadComparison
 
 # 2: workload time (workload, verdict.workload, comparison.workload); 3: series (the page's
-# charts over the window)
+# charts over the window) and the workload's margins (workload.sampled_sessions,
+# session_batches, uncounted_seconds, each statement's exec_squares;
+# comparison.workload.interval and decisive_seconds)
 SCHEMA = 3
 READABLE = (1, 2, 3)  # saved reports this version reads as a baseline
 KIND = "pg-aio-exporter report"
@@ -117,6 +119,7 @@ def _workload(work: Workload | None) -> dict[str, Any] | None:
                 "shared_blocks_read": s.counters.blocks_read,
                 "shared_blocks_hit": s.counters.blocks_hit,
                 "read_seconds": s.counters.read_seconds,
+                "exec_squares": s.counters.exec_squares,
             }
             for s in work.listed(len(work.statements))
         ]
@@ -129,6 +132,9 @@ def _workload(work: Workload | None) -> dict[str, Any] | None:
         "db_time_per_transaction": work.db_time_per_transaction,
         "statements_note": work.statements_note,
         "statements": statements,
+        "sampled_sessions": work.sampled_sessions,
+        "session_batches": (None if work.session_batches is None else list(work.session_batches)),
+        "uncounted_seconds": work.uncounted_seconds,
     }
 
 
@@ -137,6 +143,8 @@ def _workload_comparison(cmp: WorkloadComparison | None) -> dict[str, Any] | Non
         return None
     return {
         "time_ratio": cmp.time_ratio,
+        "interval": list(cmp.interval),
+        "decisive_seconds": cmp.decisive_seconds,
         "basis": cmp.basis,
         "matched_statements": cmp.matched_statements,
         "before_seconds": cmp.before,
@@ -296,6 +304,7 @@ def _statement(entry: Mapping[str, Any]) -> StatementWindow:
             float(entry["shared_blocks_read"]),
             float(entry["shared_blocks_hit"]),
             float(entry["read_seconds"]),
+            _optional(entry.get("exec_squares")),  # schema 3
         ),
         None if text is None else str(text),
     )
@@ -305,10 +314,14 @@ def _optional(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def workload_from_json(entry: Mapping[str, Any] | None) -> Workload | None:
+def workload_from_json(entry: Mapping[str, Any] | None, samples: int) -> Workload | None:
+    """A saved window's workload; schema 2 kept no margins: its sampled sessions are the
+    average times the samples, and no spread of sub-windows."""
     if entry is None:
         return None
     statements = entry["statements"]
+    sessions = _optional(entry["client_sessions"])
+    batches = entry.get("session_batches")
     return Workload(
         seconds=float(entry["seconds"]),
         statements=(
@@ -316,8 +329,13 @@ def workload_from_json(entry: Mapping[str, Any] | None) -> Workload | None:
         ),
         transactions=_optional(entry["transactions"]),
         blocks=_optional(entry["blocks"]),
-        client_sessions=_optional(entry["client_sessions"]),
+        client_sessions=sessions,
         statements_note=entry["statements_note"],
+        sampled_sessions=_optional(
+            entry.get("sampled_sessions", None if sessions is None else sessions * samples)
+        ),
+        session_batches=None if batches is None else tuple(map(float, batches)),
+        uncounted_seconds=float(entry.get("uncounted_seconds", 0.0)),
     )
 
 
@@ -358,7 +376,11 @@ def from_json(doc: Mapping[str, Any]) -> Summary:
         not_visible=tuple(map(str, doc["not_visible"])),
         not_read=tuple(map(str, doc.get("not_read", ()))),  # written since schema 2
         # Schema 1 had no workload time.
-        workload=workload_from_json(doc["workload"]) if doc["schema"] >= 2 else None,
+        workload=(
+            workload_from_json(doc["workload"], int(activity["samples"]))
+            if doc["schema"] >= 2
+            else None
+        ),
         writes=writes.from_json(doc.get("writes")),
         series=doc.get("series"),  # schema 3
     )
@@ -377,7 +399,7 @@ def load_document(path: str) -> dict[str, Any]:
     if doc.get("schema") not in READABLE:
         raise BaselineError(
             f"baseline {path} has report schema {doc.get('schema')!r}; this version reads"
-            f" schema {', '.join(map(str, READABLE))}"
+            f" schema {', '.join(map(str, READABLE[:-1]))} and {READABLE[-1]}"
         )
     return doc
 

@@ -551,7 +551,7 @@ def workload_regression(ctx: Context) -> Finding | None:
     """The work took longer than in the baseline, by more than the regression factor."""
     workload = ctx.workload()
     factor = ctx.thresholds.workload_regression_factor
-    if workload is None or workload.time_ratio <= factor:
+    if workload is None or workload.time_ratio <= factor or not workload.margin.slower:
         return None
     slowed = workload.slowed()
     grew = workload.read_wait_grew

@@ -8,6 +8,7 @@ exporter does, and a tap hands this module their rows and failures.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 from pg_aio_exporter.poll.worker import TargetWorker
 from pg_aio_exporter.report import series
+from pg_aio_exporter.report.margin import batch_means
 from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
 from pg_aio_exporter.report.workload import KEPT, StatementWindow, Workload
 from pg_aio_exporter.report.written import Checkpoints, Writes
@@ -79,6 +81,7 @@ class Recorder:
         self.failures: dict[str, tuple[str, str]] = {}  # collector -> kind, the last message
         self.answered: set[str] = set()  # the collectors read at least once in the window
         self.statements = WorkloadWindow()
+        self._working = 0  # client sessions doing work, summed over every sample so far
 
     def start(self) -> None:
         """Forget the reads seen so far: the window starts now. The workload's too: the
@@ -129,6 +132,9 @@ class Recorder:
         self.samples, self.totals = samples, totals
         self.answered.update(answered)
         self.series.sample(time.time() - self.origin, samples, totals)
+        working = self.activity(0.0).client_samples()
+        self.statements.observe_sample(time.time(), working - self._working)
+        self._working = working
 
     def not_read(self) -> tuple[str, ...]:
         """The collectors that failed and were never read in the window: their figures are not
@@ -178,7 +184,8 @@ MIN_TRANSACTIONS = 10  # below this many in the window, DB time per transaction 
 
 
 class WorkloadWindow:
-    """The window's statements (first and last poll) and transactions, for workload time."""
+    """The window's statements (first and last poll), its pg_stat_database reads (every poll)
+    and the client sessions each sample saw, for workload time."""
 
     def __init__(self) -> None:
         self.first: dict[pg_stat_statements.StatementKey, pg_stat_statements.Statement] | None = (
@@ -186,8 +193,9 @@ class WorkloadWindow:
         )
         self.last: dict[pg_stat_statements.StatementKey, pg_stat_statements.Statement] = {}
         self.hidden = 0
-        self.work: list[tuple[pg_stat_database.DatabaseWork, float]] = []  # first, last
+        self.work: list[tuple[pg_stat_database.DatabaseWork, float]] = []  # every read
         self.polls = 0  # polls since the window started: the report's own transactions
+        self.sessions: list[tuple[float, int]] = []  # per sample: when, client sessions working
 
     def observe_statements(self, rows: list[Row]) -> None:
         self.last = pg_stat_statements.statements(rows)
@@ -198,7 +206,10 @@ class WorkloadWindow:
     def observe_databases(self, rows: list[Row], read_at: float) -> None:
         work = pg_stat_database.database_work(rows)
         if work is not None:
-            self.work = [self.work[0] if self.work else (work, read_at), (work, read_at)]
+            self.work.append((work, read_at))
+
+    def observe_sample(self, at: float, working: int) -> None:
+        self.sessions.append((at, working))
 
     def statement_deltas(self) -> dict[pg_stat_statements.StatementKey, StatementWindow] | None:
         """Each statement's counts over the window, the KEPT that took most time; a statement
@@ -215,31 +226,55 @@ class WorkloadWindow:
         out.sort(key=lambda s: (-s.counters.exec_seconds, s.key))
         return {s.key: s for s in out[:KEPT]}
 
-    def workload(self, client_sessions: float | None, samples: int, note: str | None) -> Workload:
+    def segments(self) -> list[tuple[float, float, pg_stat_database.DatabaseWork]]:
+        """The spans between two consecutive reads whose counts continue (no restart, no
+        stats_reset between): (from, until, what was counted in it)."""
+        out = []
+        for (first, at), (last, until) in itertools.pairwise(self.work):
+            if last.continues(first):
+                grown = pg_stat_database.DatabaseWork(
+                    last.transactions - first.transactions,
+                    last.blocks - first.blocks,
+                    last.start_time,
+                )
+                out.append((at, until, grown))
+        return out
+
+    def workload(self, note: str | None) -> Workload:
+        """Transactions, blocks and sampled client sessions over the spans whose counts
+        continue (all of the window unless pg_stat_database was reset or the server restarted).
+
+        Each poll and sample of the report is one transaction (one pipeline), and each flushed
+        its counts (PostgreSQL 15+, pg_stat_database.own_flush): the report's transactions of a
+        span (the poll that opens it, the samples within) are in the read that closes it. Older
+        servers: an estimate (counts reach the view up to a second late). Fewer than
+        MIN_TRANSACTIONS of the workload's: no DB time per transaction. (The report's own used
+        to be a floor too: under light load sampled every 100 ms they outnumber the workload's,
+        which were then dropped though counted exactly.)"""
+        segments = self.segments()
+        seconds = sum(until - at for at, until, _ in segments)
+        within = [n for t, n in self.sessions if any(a < t <= u for a, u, _ in segments)]
         transactions = blocks = None
-        seconds = 0.0
-        if len(self.work) == 2:
-            (first, at), (last, until) = self.work
-            if first.start_time == last.start_time:
-                seconds = until - at
-                # Each poll and sample of the report is one transaction (one pipeline), and
-                # each flushed its counts (PostgreSQL 15+, pg_stat_database.own_flush): all
-                # the report's transactions before the window's last poll, from its first
-                # poll on, are in the last read and not in the first. Older servers: an
-                # estimate (counts reach the view up to a second late). Fewer of the
-                # workload's than of the report's own: no DB time per transaction then.
-                own = max(0, self.polls - 1) + samples
-                counted = last.transactions - first.transactions - own
-                transactions = counted if counted >= max(MIN_TRANSACTIONS, own) else None
-                blocks = last.blocks - first.blocks
+        if segments:
+            own = len(segments) + len(within)
+            counted = sum(g.transactions for _, _, g in segments) - own
+            transactions = counted if counted >= MIN_TRANSACTIONS else None
+            blocks = sum(g.blocks for _, _, g in segments)
+        spans = [(a, u) for a, u, _ in segments]
         return Workload(
             seconds=seconds,
             statements=self.statement_deltas(),
             transactions=transactions,
             blocks=blocks,
-            client_sessions=client_sessions,
+            client_sessions=sum(within) / len(within) if within else None,
             statements_note=note,
+            sampled_sessions=float(sum(within)),
+            session_batches=batch_means(within),
+            uncounted_seconds=max(0.0, self.span() - seconds) if spans else 0.0,
         )
+
+    def span(self) -> float:
+        return self.work[-1][1] - self.work[0][1] if len(self.work) > 1 else 0.0
 
 
 def server_facts(server_rows: list[Row], settings_rows: list[Row]) -> ServerFacts:
@@ -348,11 +383,7 @@ async def measure(
         restarts=recorder.reads.restarts,
         not_visible=tuple(unseen),
         not_read=not_read,
-        workload=recorder.statements.workload(
-            watched.client_sessions() if watched.samples else None,
-            watched.samples,
-            absent[1] if absent is not None else None,
-        ),
+        workload=recorder.statements.workload(absent[1] if absent is not None else None),
         writes=None if pg_stat_io.PgStatIoCollector.name in not_read else recorder.writes(),
         series=series.to_json(recorder.series, facts.settings.get("io_combine_limit_bytes")),
     )

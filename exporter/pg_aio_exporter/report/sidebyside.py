@@ -3,7 +3,8 @@ same load under io_method sync, worker and io_uring, or on 17 and 18.
 
 Workload time first (each report against the first, at the first one's statement mix, or DB
 time per transaction), then the I/O figures that explain it: read-wait share of active time,
-read wait per MiB, read size, io worker busy share. Names the fastest.
+read wait per MiB, read size, io worker busy share. Names the fastest when its margin clears
+every other's.
 """
 
 from __future__ import annotations
@@ -48,10 +49,19 @@ def columns(paths: list[str]) -> list[Column]:
 
 
 def fastest(cols: list[Column]) -> Column | None:
-    """The report whose workload took the least time; None unless every one compares."""
+    """The report whose workload took the least time, when it was faster than every other one
+    beyond their margins (each other report as its baseline: the 90% interval of its time
+    ratio below 1); None when a report does not compare or the fastest is not clear."""
     if any(c.time_ratio is None for c in cols):
         return None
-    return min(cols, key=lambda c: c.time_ratio or 0.0)
+    best = min(cols, key=lambda c: c.time_ratio or 0.0)
+    for other in cols:
+        if other is best:
+            continue
+        cmp = compare_workload(other.summary.workload, best.summary.workload)
+        if cmp is None or not cmp.margin.faster:
+            return None
+    return best
 
 
 def figures(col: Column, thresholds: Thresholds) -> dict[str, Any]:
@@ -63,6 +73,7 @@ def figures(col: Column, thresholds: Thresholds) -> dict[str, Any]:
         "version": s.server.version,
         "io_method": s.server.io_method,
         "time_ratio": col.time_ratio,
+        "interval": list(cmp.interval) if cmp is not None else None,
         "basis": cmp.basis if cmp is not None else None,
         "matched_statements": cmp.matched_statements if cmp is not None else None,
         "workload_seconds": cmp.after if cmp is not None else None,
@@ -73,8 +84,13 @@ def figures(col: Column, thresholds: Thresholds) -> dict[str, Any]:
     }
 
 
+def _interval(interval: list[float] | None) -> str:
+    return units.NONE if interval is None else units.interval(*interval)
+
+
 ROWS: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
     ("workload time (x first)", lambda f: units.ratio(f["time_ratio"])),
+    ("  90% interval", lambda f: _interval(f["interval"])),
     ("  per call / transaction", lambda f: units.ms(f["workload_seconds"])),
     ("  basis", lambda f: f["basis"] or "n/a"),
     ("read-wait share", lambda f: units.percent(f["read_wait_share"])),
@@ -105,7 +121,12 @@ def render(paths: list[str], thresholds: Thresholds, output_format: str) -> str:
     lines.append("")
     for i, col in enumerate(cols):
         lines.append(f"{chr(ord('A') + i)}: {col.path}")
-    if best is None:
+    if best is None and all(c.time_ratio is not None for c in cols):
+        lines.append(
+            "Fastest: undecided: no report is faster than every other beyond the 90% margins"
+            " (longer --duration, repeated runs or pg_stat_statements narrow them)."
+        )
+    elif best is None:
         lines.append(
             "Fastest: not judged: a report has no statement or transaction in common with"
             f" {cols[0].path} (or predates workload time)."

@@ -139,9 +139,13 @@ class Activity:
     def sessions(self, key: WaitKey) -> float:
         return self.wait_samples.get(key, 0) / self.samples if self.samples else 0.0
 
+    def client_samples(self) -> int:
+        """Client backends doing work, summed over the samples."""
+        return sum(n for key, n in self.wait_samples.items() if key[0] == CLIENT)
+
     def client_sessions(self) -> float:
         """DB time: average client backends doing work (on CPU or waiting), per second."""
-        return sum(self.sessions(key) for key in self.wait_samples if key[0] == CLIENT)
+        return self.client_samples() / self.samples if self.samples else 0.0
 
     def top(self, limit: int) -> list[tuple[WaitKey, float]]:
         ranked = sorted(self.wait_samples.items(), key=lambda item: (-item[1], item[0]))

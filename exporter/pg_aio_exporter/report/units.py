@@ -56,6 +56,11 @@ def ratio(value: float | None) -> str:
     return NONE if value is None else f"{value:.2f}x"
 
 
+def interval(low: float, high: float) -> str:
+    """A ratio's interval: "1.35-1.48x"."""
+    return f"{low:.2f}-{high:.2f}x"
+
+
 def percent(share: float | None) -> str:
     return NONE if share is None else f"{share * 100:.0f}%"
 

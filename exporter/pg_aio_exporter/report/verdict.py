@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pg_aio_exporter.collectors.pg_stat_database import PgStatDatabaseCollector
 from pg_aio_exporter.report import units, writes
 from pg_aio_exporter.report.findings import Context, Finding
+from pg_aio_exporter.report.margin import MIN_CHANGE
 from pg_aio_exporter.report.workload import STATEMENTS, Workload, WorkloadComparison
 
 
@@ -75,6 +76,8 @@ def reads(ctx: Context, found: dict[str, Finding]) -> str:
         )
     elif "read_latency_regression" in found:
         change = f"{units.ratio(ratio)} slower per MiB: a read wait regression."
+    elif ratio == 0:
+        change = "no read wait measured now (under track_io_timing's resolution)."
     elif ratio < 1:
         change = f"{units.ratio(1 / ratio)} faster per MiB."
     else:
@@ -173,15 +176,51 @@ def _this_window(work: Workload) -> str:
             f" ({units.count(total.calls)} calls of {len(work.statements or {})} statements),"
             f" {units.percent(share)} of it waiting on reads."
         )
-    db_time = work.db_time_per_transaction
     missing = f" (pg_stat_statements: {work.statements_note})" if work.statements_note else ""
+    if work.nothing_ended:
+        return (
+            f"Not judged on work done: {units.sessions(work.client_sessions or 0.0)} client"
+            " sessions were busy on average, yet none of their statements or transactions ended"
+            " in the window: PostgreSQL counts a statement's calls, rows and blocks when it ends"
+            " (or its session goes idle), so no work was counted. Statements outlast the window:"
+            f" measure over a longer --duration than they run{missing}."
+        )
+    db_time = work.db_time_per_transaction
     if db_time is None:
-        return f"Not judged: no statement or transaction was counted{missing}."
+        return f"Not judged: no statement or transaction was counted{missing}. {UNCOUNTED}"
+    if db_time == 0:
+        return (
+            f"DB time not measured: {units.count(work.transactions or 0)} transactions"
+            " counted, but no sample saw a client session working (statements shorter than"
+            f" the sampling interval){missing}. {SHORT}"
+        )
     return (
         f"DB time per transaction {units.ms(db_time)}"
         f" ({units.rate(work.transactions_per_second or 0.0)} transactions/s,"
         f" {units.sessions(work.client_sessions or 0.0)} sessions busy on average){missing}."
     )
+
+
+UNCOUNTED = (
+    "PostgreSQL adds a session's transactions to pg_stat_database when that session reads a"
+    " table or disconnects: sessions whose statements read none (SELECT 1, functions alone)"
+    " stay uncounted while connected; pg_stat_statements counts their calls."
+)
+SHORT = (
+    "Load pg_stat_statements (it times every call), or sample more often (--sample-interval"
+    " 100ms) over a longer --duration."
+)
+
+
+def interval(cmp: WorkloadComparison) -> str:
+    """The headline figure with its 90% interval: a speed-up when faster, a time ratio
+    otherwise."""
+    low, high = cmp.interval
+    if cmp.margin.faster:
+        return f"{units.ratio(1 / cmp.time_ratio)} ({units.interval(1 / high, 1 / low)})"
+    if cmp.margin.slower:
+        return f"{units.ratio(cmp.time_ratio)} ({units.interval(low, high)})"
+    return f"({units.interval(low, high)})"
 
 
 def _against(ctx: Context, cmp: WorkloadComparison) -> str:
@@ -194,22 +233,33 @@ def _against(ctx: Context, cmp: WorkloadComparison) -> str:
         )
     else:
         what = "DB time per transaction (pg_stat_statements not in both windows)"
-    if cmp.time_ratio < 0.95:
-        head = f"Faster: {units.ratio(1 / cmp.time_ratio)} less time"
-    elif cmp.time_ratio > 1.05:
-        head = f"Slower: {units.ratio(cmp.time_ratio)} the time"
+    if cmp.margin.faster:
+        head = f"Faster: {interval(cmp)} less time"
+    elif cmp.margin.slower:
+        head = f"Slower: {interval(cmp)} the time"
     else:
-        head = "About as fast"
+        head = f"About as fast {interval(cmp)}"
     reads_part = ""
     if cmp.read_before is not None and cmp.read_after is not None and cmp.before > 0:
         reads_part = (
             f"; read wait {units.percent(cmp.read_before / cmp.before)} ->"
             f" {units.percent(cmp.read_after / cmp.after if cmp.after > 0 else None)} of it"
         )
+    decisive = cmp.decisive_seconds
+    undecided = ""
+    if decisive is not None:
+        size = max(abs(cmp.time_ratio - 1), MIN_CHANGE - 1)
+        undecided = (
+            f" Undecided at 90%: windows of about {units.duration(decisive)} each (or repeated"
+            f" runs) would tell a change of {units.percent(size)}"
+            + ("" if cmp.basis == STATEMENTS else "; pg_stat_statements narrows it most")
+            + "."
+        )
+    than = "as" if not cmp.margin.decided else "than"
     return (
-        f"{head} than the baseline (PostgreSQL {base.server.version}, io_method"
+        f"{head} {than} the baseline (PostgreSQL {base.server.version}, io_method"
         f" {base.server.io_method_shown}), by {what}: {units.ms(cmp.after)} against"
-        f" {units.ms(cmp.before)}{reads_part}."
+        f" {units.ms(cmp.before)}{reads_part}.{undecided}"
     )
 
 
@@ -225,6 +275,11 @@ def workload(ctx: Context) -> str:
     if cmp is not None:
         return _against(ctx, cmp) + " " + now
     if ctx.baseline is not None:
+        base = ctx.baseline.workload
+        if base is not None and (base.nothing_ended or base.db_time_per_transaction == 0):
+            return now + " Not compared: the baseline counted no work to compare with."
+        if work.nothing_ended or work.db_time_per_transaction == 0 or base is None:
+            return now + " Not compared."
         return now + " Not compared: the baseline has no statement or transaction in common."
     return now + " Run with --baseline FILE to compare with a saved run."
 

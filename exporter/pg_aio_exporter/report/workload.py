@@ -14,10 +14,15 @@ other work, so it is no measure of speed across versions or io_methods (docs/rep
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 
-from pg_aio_exporter.collectors.pg_stat_statements import StatementCounters, StatementKey
+from pg_aio_exporter.collectors.pg_stat_statements import (
+    NO_STATEMENTS,
+    StatementCounters,
+    StatementKey,
+)
+from pg_aio_exporter.report.margin import Estimate, Ratio, combine, sampling_rse
 
 STATEMENTS = "statements"
 DB_TIME = "db_time_per_transaction"
@@ -25,6 +30,12 @@ LISTED = 5  # statements named in a finding or in the window's own list
 KEPT = 200  # statements a saved report keeps (the most time first): enough for any mix
 MIB = 1024.0 * 1024.0
 BLOCK_BYTES = 8192.0
+# A backend adds its transactions to pg_stat_database when it goes idle, at most once a second:
+# at either end of the window the counts lag the samples by up to about this (seconds), a
+# uniform error whose difference between the two ends has sd sqrt(2/12) of it.
+STATS_LAG = 1.0
+LAG_SD = STATS_LAG * (2 / 12) ** 0.5
+OWN_SLACK = 2.0  # the report's own transactions, counted to within this many
 
 
 @dataclass(frozen=True)
@@ -67,15 +78,20 @@ class Workload:
     blocks: float | None  # blocks accessed (read + hit)
     client_sessions: float | None  # DB time: average client backends doing work (sampled)
     statements_note: str | None = None  # why there are no statements, in words
+    # Client sessions seen working, summed over the samples (the Poisson count of DB time),
+    # and the average of each of up to 10 consecutive sub-windows (its spread); None: not kept
+    # (schema 2).
+    sampled_sessions: float | None = None
+    session_batches: tuple[float, ...] | None = None
+    # Seconds of the window left out because pg_stat_database's counts did not continue
+    # (stats_reset or restart between two polls).
+    uncounted_seconds: float = 0.0
 
     @property
     def total(self) -> StatementCounters | None:
         if self.statements is None:
             return None
-        return sum(
-            (s.counters for s in self.statements.values()),
-            StatementCounters(0.0, 0.0, 0.0, 0.0, 0.0, 0.0),
-        )
+        return sum((s.counters for s in self.statements.values()), NO_STATEMENTS)
 
     @property
     def seconds_per_call(self) -> float | None:
@@ -84,9 +100,38 @@ class Workload:
 
     @property
     def db_time_per_transaction(self) -> float | None:
+        """None when not measured (no transaction counted, no sample); 0 when measured and
+        no session was seen working."""
         if not self.transactions or self.client_sessions is None or self.seconds <= 0:
             return None
         return self.client_sessions * self.seconds / self.transactions
+
+    @property
+    def db_time(self) -> Estimate | None:
+        """DB time per transaction with its relative error: the samples' (Poisson, and the
+        spread of sub-windows), the counts' lag at the window's ends, the report's own
+        transactions; infinite when no session was seen working."""
+        value = self.db_time_per_transaction
+        if value is None or self.transactions is None:
+            return None
+        sampling = sampling_rse(self.sampled_sessions, self.session_batches)
+        return Estimate(
+            value,
+            combine(sampling, LAG_SD / self.seconds, OWN_SLACK / self.transactions)
+            if value > 0
+            else float("inf"),
+        )
+
+    @property
+    def nothing_ended(self) -> bool:
+        """Sessions were seen working, yet no statement and no transaction of theirs was
+        counted: statements that outlast the window (their counts come when they end)."""
+        total = self.total
+        return (
+            bool(self.client_sessions)
+            and not self.transactions
+            and (total is None or total.calls == 0)
+        )
 
     @property
     def transactions_per_second(self) -> float | None:
@@ -125,7 +170,7 @@ class StatementChange:
 
 @dataclass(frozen=True)
 class WorkloadComparison:
-    time_ratio: float  # now / baseline; below 1 is faster
+    margin: Ratio  # now / baseline with its 90% interval; below 1 is faster
     basis: str  # STATEMENTS or DB_TIME
     matched_statements: int
     before: float  # seconds per call at the baseline's mix, or DB time per transaction
@@ -135,6 +180,21 @@ class WorkloadComparison:
     read_after: float | None = None
     changes: tuple[StatementChange, ...] = ()  # matched statements, the most slowed first
     matched_share: float | None = None  # share of the baseline's time the matched ones took
+    seconds: float = 0.0  # the shorter window's: what a longer one is measured against
+
+    @property
+    def time_ratio(self) -> float:
+        return self.margin.value
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return self.margin.interval
+
+    @property
+    def decisive_seconds(self) -> float | None:
+        """How long both windows would need to be for an undecided answer to be decided;
+        None when it is decided."""
+        return None if self.margin.decided else self.margin.decisive_after(self.seconds)
 
     @property
     def read_wait_grew(self) -> bool | None:
@@ -165,7 +225,11 @@ def _by_statements(before: Workload, after: Workload) -> WorkloadComparison | No
     weight = {id(p): p.before.counters.calls for p in pairs}
     then = sum(weight[id(p)] * p.before.seconds_per_call for p in pairs)
     now = sum(weight[id(p)] * p.now.seconds_per_call for p in pairs)
-    if then <= 0:
+    margin = Ratio.of(
+        _mix_estimate(pairs, weight, now, lambda p: p.now),
+        _mix_estimate(pairs, weight, then, lambda p: p.before),
+    )
+    if margin is None:
         return None
     read_then = sum(
         weight[id(p)] * p.before.counters.read_seconds / p.before.counters.calls for p in pairs
@@ -176,7 +240,7 @@ def _by_statements(before: Workload, after: Workload) -> WorkloadComparison | No
     base_total = before.total
     calls = sum(p.before.counters.calls for p in pairs)
     return WorkloadComparison(
-        time_ratio=now / then,
+        margin=margin,
         basis=STATEMENTS,
         matched_statements=len(pairs),
         before=then / calls,
@@ -189,7 +253,28 @@ def _by_statements(before: Workload, after: Workload) -> WorkloadComparison | No
             if base_total is not None and base_total.exec_seconds > 0
             else None
         ),
+        seconds=min(before.seconds, after.seconds),
     )
+
+
+def _mix_estimate(
+    pairs: list[StatementChange],
+    weight: dict[int, float],
+    value: float,
+    side: Callable[[StatementChange], StatementWindow],
+) -> Estimate:
+    """Time at the baseline's mix, sum over statements of weight x mean time per call, with
+    its relative error from each statement's per-call variance over the window (stddev_exec_time
+    of pg_stat_statements: variance / calls is the variance of its mean). A saved report
+    without it (schema 2): each call's sd taken as its mean (as if exponential)."""
+    variance = 0.0
+    for p in pairs:
+        counters = side(p).counters
+        per_call = counters.call_variance
+        if per_call is None:
+            per_call = side(p).seconds_per_call ** 2
+        variance += weight[id(p)] ** 2 * per_call / counters.calls
+    return Estimate(value, combine(variance**0.5 / value if value > 0 else 0.0))
 
 
 # Below this share of DB time in either window, execution time leaves out most of the time the
@@ -209,12 +294,18 @@ def compare_workload(before: Workload | None, after: Workload | None) -> Workloa
     if before is None or after is None:
         return None
     by_statements = _by_statements(before, after)
-    db_time = before.db_time_per_transaction and after.db_time_per_transaction
+    then, now = before.db_time, after.db_time
+    margin = Ratio.of(now, then)
     if by_statements is not None and (
-        not db_time or (_statements_cover(before) and _statements_cover(after))
+        margin is None or (_statements_cover(before) and _statements_cover(after))
     ):
-        return by_statements
-    then, now = before.db_time_per_transaction, after.db_time_per_transaction
-    if then is None or now is None or then <= 0:
+        if margin is None:
+            return by_statements
+        # Execution time leaves out parse, plan, commit and the waits between statements; DB
+        # time holds them. Where the two disagree, the interval reaches DB time's ratio too.
+        return replace(by_statements, margin=by_statements.margin.holding(margin))
+    if then is None or now is None or margin is None:
         return None
-    return WorkloadComparison(now / then, DB_TIME, 0, then, now)
+    return WorkloadComparison(
+        margin, DB_TIME, 0, then.value, now.value, seconds=min(before.seconds, after.seconds)
+    )

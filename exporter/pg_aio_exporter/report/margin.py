@@ -1,0 +1,147 @@
+"""Margins: a measured figure with its standard error, and the ratio of two with a 90% interval.
+
+The report states every ratio of workload time with the interval the data allow (docs/report.md,
+"How sure is the answer"). Each window's figure carries its relative standard error, built from
+the window itself: the sampling error of the sampled sessions (batch means over consecutive
+sub-windows, never less than the Poisson error of the sessions seen), the per-call variance
+pg_stat_statements keeps, and the counts' lag at the window's ends. Two windows are independent,
+so the log of their ratio has the sum of their variances; the interval is symmetric in the log.
+
+A ratio is never divided by zero: `Ratio.of` refuses a denominator or numerator that is zero or
+not measured (None), so "not measured" and 0 stay apart from any ratio.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+Z90 = 1.6449  # a two-sided 90% interval of a normal estimate
+# Below this the figure's own error is no guide: what the server's counts leave out of the
+# client's time (round trips, the client's CPU) moves by ~1-2% between runs (issue 22's table:
+# the report within 0.3-2.3% of pgbench's ratio on 10 s windows of scans). Every window's
+# relative error is at least this.
+FLOOR = 0.01
+BATCHES = 10  # sub-windows for the spread of the sampled sessions
+MIN_BATCHES = 4  # fewer sub-windows say nothing of the spread: Poisson alone
+# The spread of 10 sub-windows is itself an estimate (9 degrees of freedom): Student's t for
+# 90% over the normal's, 1.833 / 1.645.
+T_BATCHES = 1.833 / Z90
+# Below this many sessions seen working, the sub-windows are mostly empty and their spread no
+# guide: the Poisson error of the count bounds it.
+MIN_SEEN = 30
+# The smallest change an undecided answer is sized for: "how long a window would decide it"
+# for a change of 1% or none at all would be hours, and says nothing useful.
+MIN_CHANGE = 1.05
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A figure measured over one window and its relative standard error (sd / value)."""
+
+    value: float
+    rse: float
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """after / before, with a 90% interval."""
+
+    value: float
+    log_sd: float  # standard error of log(value)
+    # The interval widened to hold another estimate of the same ratio (`holding`); None: the
+    # interval is this estimate's own.
+    bounds: tuple[float, float] | None = None
+
+    @classmethod
+    def of(cls, after: Estimate | None, before: Estimate | None) -> Ratio | None:
+        """None when either side is not measured or is zero: a zero denominator is refused,
+        and a zero numerator has no interval in the log (the caller says what it means)."""
+        if after is None or before is None or before.value <= 0 or after.value <= 0:
+            return None
+        return cls(after.value / before.value, math.hypot(after.rse, before.rse))
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        if self.bounds is not None:
+            return self.bounds
+        spread = math.exp(Z90 * self.log_sd)
+        return self.value / spread, self.value * spread
+
+    def holding(self, other: Ratio) -> Ratio:
+        """This ratio with an interval that also holds `other`'s value, with this one's
+        precision around it: two estimates of the same change that disagree leave the client's
+        answer anywhere between them, and the other's own sampling error adds nothing."""
+        spread = math.exp(Z90 * self.log_sd)
+        low, high = self.interval
+        return Ratio(
+            self.value,
+            self.log_sd,
+            (min(low, other.value / spread), max(high, other.value * spread)),
+        )
+
+    @property
+    def faster(self) -> bool:
+        return self.interval[1] < 1
+
+    @property
+    def slower(self) -> bool:
+        return self.interval[0] > 1
+
+    @property
+    def decided(self) -> bool:
+        return self.faster or self.slower
+
+    def decisive_after(self, seconds: float, change: float = MIN_CHANGE) -> float:
+        """How long both windows would have to be (seconds) for this interval to clear 1, were
+        the ratio as it is (or, within `change` of 1, a change of `change`): the error falls
+        with the square root of the window."""
+        low, high = self.interval
+        half_width = max(math.log(self.value / low), math.log(high / self.value))
+        distance = max(abs(math.log(self.value)), math.log(change))
+        return seconds * (half_width / distance) ** 2
+
+
+def poisson_rse(events: float) -> float:
+    """Relative error of a count of independent events; infinite for none."""
+    return 1 / math.sqrt(events) if events > 0 else math.inf
+
+
+def batch_means(series: Sequence[float]) -> tuple[float, ...] | None:
+    """A series of consecutive samples cut into BATCHES sub-windows, each one's mean; None when
+    too short to tell a spread."""
+    n = len(series)
+    batches = min(BATCHES, n)
+    if batches < MIN_BATCHES:
+        return None
+    parts = [series[b * n // batches : (b + 1) * n // batches] for b in range(batches)]
+    return tuple(sum(part) / len(part) for part in parts)
+
+
+def batch_rse(means: Sequence[float] | None) -> float:
+    """Relative standard error of a window's mean from its sub-windows' means (batch means):
+    their spread holds the correlation of neighbouring samples and any drift of the load. 0
+    when there are too few sub-windows or their mean is 0 (other terms bound the error)."""
+    if means is None or len(means) < MIN_BATCHES:
+        return 0.0
+    mean = sum(means) / len(means)
+    if mean <= 0:
+        return 0.0
+    var = sum((m - mean) ** 2 for m in means) / (len(means) - 1)
+    return math.sqrt(var / len(means)) / mean
+
+
+def sampling_rse(seen: float | None, means: Sequence[float] | None) -> float:
+    """Relative error of sampled sessions: the spread of the sub-windows when there are enough
+    of them and enough sessions were seen, else the Poisson error of the count (an upper bound
+    for independent samples; infinite when none was seen). Neither known (a schema 2 report
+    without samples): 0, the floor then bounds it."""
+    if means is not None and len(means) >= MIN_BATCHES and (seen is None or seen >= MIN_SEEN):
+        return batch_rse(means) * T_BATCHES
+    return poisson_rse(seen) if seen is not None else 0.0
+
+
+def combine(*rses: float) -> float:
+    """Independent relative errors together, never below FLOOR."""
+    return max(FLOOR, math.sqrt(sum(r * r for r in rses)))
