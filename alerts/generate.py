@@ -278,6 +278,44 @@ def write_rules(params: Params, window: str) -> list[Recording]:
     ]
 
 
+CLASS_INFO = "pg_aio_storage_class_info"
+# Per target, what healthy storage of its class delivers (thresholds.yaml storage_classes).
+CLASS_LIMITS = {
+    "seconds_per_read": "the seconds a read may wait, besides its size at ...",
+    "bytes_per_second": "... this many bytes per second",
+    "seconds_per_sync": "the seconds a WAL sync may take",
+}
+
+
+def class_limit(what: str) -> str:
+    return f"pg_aio_target:storage_class_{what}"
+
+
+def storage_class_rules(params: Params) -> list[Recording]:
+    """Each target's storage class's limits: by its pg_aio_storage_class_info, else (a target
+    configured with no class) by default_storage_class."""
+    classes, default = params["storage_classes"], params["default_storage_class"]
+    up = f"group by (target) ({series(params, 'pg_up')})"
+    rules = []
+    for what, meaning in CLASS_LIMITS.items():
+        by_class = "\nor\n".join(
+            f"  {series(params, CLASS_INFO, matcher)} * {values[what]}"
+            for matcher, values in (
+                (f'storage_class="{name}"', values) for name, values in classes.items()
+            )
+        )
+        configured = f"max by (target) (\n{by_class}\n)"
+        rules.append(
+            Recording(
+                class_limit(what),
+                "target",
+                f"{meaning}, by the target's storage class ({default} unless configured)",
+                f"{configured}\nor on (target)\n{up} * {classes[default][what]}",
+            )
+        )
+    return rules
+
+
 def recording_rules(params: Params) -> list[Recording]:
     return [
         *(
@@ -291,6 +329,7 @@ def recording_rules(params: Params) -> list[Recording]:
             )
         ),
         *regime_rules(params),
+        *storage_class_rules(params),
     ]
 
 
@@ -365,24 +404,41 @@ def read_latency_regression(params: Params, p: Params) -> Alert:
     )
 
 
+def read_allowance(params: Params) -> str:
+    """What healthy storage of each target's class needs per read of this window's size."""
+    join = "on (target) group_left ()"
+    return (
+        f"{rec(params, 'pg_aio_target:read_size_bytes')}\n"
+        f"  / {join} {class_limit('bytes_per_second')}\n"
+        f"  + {join} {class_limit('seconds_per_read')}"
+    )
+
+
+def class_words(params: Params, what: str) -> str:
+    """The classes' values, for the descriptions and docs/alerts.md."""
+    default = params["default_storage_class"]
+    values = ", ".join(
+        f"{name} {values[what]:g}" + (" (default)" if name == default else "")
+        for name, values in params["storage_classes"].items()
+    )
+    return f"the storage class's {what} ({values})"
+
+
 def read_latency_high(params: Params, p: Params) -> Alert:
     # Per operation against an allowance that grows with the read size: one 8 kB read and one
-    # 1 MiB combined read are judged each by what healthy storage needs for its size.
-    allowed = (
-        f"{p['max_seconds_per_read']} + {rec(params, 'pg_aio_target:read_size_bytes')} "
-        f"/ {p['min_bytes_per_second']}"
-    )
-    mib_per_second = f"{p['min_bytes_per_second'] / 2**20:g} MiB/s"
+    # 1 MiB combined read are judged each by what healthy storage of the target's class needs.
     return Alert(
-        expr=f"{rec(params, 'pg_aio_target:read_latency_seconds')}\n>\n{allowed}"
+        expr=f"{rec(params, 'pg_aio_target:read_latency_seconds')}\n>\n  {read_allowance(params)}"
         f"\nand\n{traffic_guard(params)}",
         summary="Reads on {{ $labels.target }} wait {{ $value | humanizeDuration }} each.",
         description="Average wait time per read operation over the last "
-        f"{params['alert_window']} is {{{{ $value | humanizeDuration }}}}, above the "
-        f"{p['max_seconds_per_read']} s plus the read size at {mib_per_second} that healthy "
-        "storage needs for reads of this size: the volume is throttled or overloaded.",
+        f"{params['alert_window']} is {{{{ $value | humanizeDuration }}}}, above what healthy "
+        "storage of the target's storage class (pg_aio_storage_class_info; "
+        f"{params['default_storage_class']} unless configured) needs for reads of this size: "
+        "the volume is throttled or overloaded, or slower than its class.",
         condition=f"read wait per operation ({params['alert_window']}) > "
-        f"{p['max_seconds_per_read']} s + read size / {mib_per_second}, {guard_words(params)}",
+        f"{class_words(params, 'seconds_per_read')} + read size / "
+        f"{class_words(params, 'bytes_per_second')}, {guard_words(params)}",
     )
 
 
@@ -432,15 +488,16 @@ def wal_sync_latency_high(params: Params, p: Params) -> Alert:
     latency = rec(params, "pg_aio_target:wal_sync_latency_seconds")
     syncs = rec(params, "pg_aio_target:wal_syncs_per_second")
     return Alert(
-        expr=f"{latency} > {p['max_seconds_per_sync']}\nand\n{syncs} >= "
-        f"{p['min_syncs_per_second']}",
+        expr=f"{latency}\n> on (target) group_left ()\n{class_limit('seconds_per_sync')}"
+        f"\nand\n{syncs} >= {p['min_syncs_per_second']}",
         summary="WAL syncs on {{ $labels.target }} take {{ $value | humanizeDuration }} each.",
         description="Each WAL sync took {{ $value | humanizeDuration }} on average over the "
-        f"last {params['alert_window']} (threshold {p['max_seconds_per_sync']} s): every commit "
-        "waits for one, so commits are that much slower. The volume's write latency or a "
-        "write burst (checkpoint) holds them up.",
-        condition=f"time per WAL sync ({params['alert_window']}) > {p['max_seconds_per_sync']} s,"
-        f" at >= {p['min_syncs_per_second']} syncs/s (needs track_wal_io_timing)",
+        f"last {params['alert_window']}, above what healthy storage of the target's storage "
+        "class takes: every commit waits for one, so commits are that much slower. The "
+        "volume's write latency or a write burst (checkpoint) holds them up.",
+        condition=f"time per WAL sync ({params['alert_window']}) > "
+        f"{class_words(params, 'seconds_per_sync')} s, at >= {p['min_syncs_per_second']} "
+        "syncs/s (needs track_wal_io_timing)",
     )
 
 
@@ -503,12 +560,13 @@ def backends_writing_buffers(params: Params, p: Params) -> Alert:
 def storage_saturated_by_writes(params: Params, p: Params) -> Alert:
     waiting = rec(params, "pg_aio_target:write_wait_sessions")
     wal = rec(params, "pg_aio_target:wal_sync_latency_seconds")
-    max_sync = params["alerts"]["PgAioWalSyncLatencyHigh"]["max_seconds_per_sync"]
+    max_sync = class_limit("seconds_per_sync")
+    slow_sync = f"{wal} > on (target) group_left () {max_sync}"
     floor = params["alerts"]["PgAioWriteLatencyRegression"]["min_seconds_per_write"]
     # One alert, two symptoms of slow writes; `signal` says which. The value is the sessions
     # waiting: the symptoms (x 0) lend their labels, the waiting sessions their value.
     return Alert(
-        expr=f'(\n  label_replace({wal} > {max_sync}, "signal", "wal_sync", "", "")\n'
+        expr=f'(\n  label_replace({slow_sync}, "signal", "wal_sync", "", "")\n'
         f"  or\n  label_replace(\n    (\n{indent(latency_vs_baseline(params, 'write'), 6)}\n    )"
         f" > {p['latency_factor']}\n    and\n    {slower_than_page_cache(params)},\n"
         '    "signal", "write_latency", "", ""\n  )\n) * 0\n'
@@ -519,10 +577,12 @@ def storage_saturated_by_writes(params: Params, p: Params) -> Alert:
         f"{{{p['write_wait_events']}}}, LWLock/{{{p['write_lock_events']}}}) over the last "
         f"{params['alert_window']}, while "
         '{{ if eq $labels.signal "wal_sync" }}WAL syncs take longer than '
-        f"{max_sync} s{{{{ else }}}}write time per byte is above {p['latency_factor']}x "
+        "the storage class's seconds_per_sync{{ else }}write time per byte is above "
+        f"{p['latency_factor']}x "
         f"{baseline_words(params)}{{{{ end }}}}. Reads on the same volume slow down with them.",
         condition=f"average sessions waiting on writes > {p['min_write_wait_sessions']} and "
-        f"(time per WAL sync > {max_sync} s or buffer write time per byte > "
+        f"(time per WAL sync > {class_words(params, 'seconds_per_sync')} s or buffer write time"
+        " per byte > "
         f"{p['latency_factor']} x {baseline_words(params)} at > {floor} s per write)",
     )
 

@@ -28,6 +28,7 @@ pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parent.parent
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 BEFORE, NOW = 60, 40  # minutes
+CLASS_INFO = "pg_aio_storage_class_info"
 IO = 'backend_type="client backend", object="relation", context="bulkread"'
 # finding -> the alert that judges the same thing
 ALERT_OF = {
@@ -56,9 +57,11 @@ class Rates:
     queue: float = 0.0  # sessions on LWLock/AioWorkerSubmissionQueue
     pending: bool = False  # io_method awaits a restart
     reset: bool = False  # pg_stat_io reset ten minutes before the end
+    storage_class: str | None = None  # configured (pg_aio_storage_class_info); None: default
 
 
 NORMAL = Rates()
+SLOW_START = replace(NORMAL, reads=150, size=20_600, wait=0.00408, waiting=2.0)
 SCENARIOS = {
     "healthy": (NORMAL, NORMAL),
     # Ten times the wait per byte, three sessions waiting on it: saturated, and a regression.
@@ -80,6 +83,22 @@ SCENARIOS = {
     # 25 ms per read at 20 reads/s: high latency; then the same below the traffic guard.
     "high_latency": (replace(NORMAL, reads=20, wait=0.025), replace(NORMAL, reads=20, wait=0.025)),
     "too_few_reads": (replace(NORMAL, reads=5, wait=0.05), replace(NORMAL, reads=5, wait=0.05)),
+    # Slow from the first second (issue 30): 4 ms per 20 kB read, two sessions waiting; slow for
+    # the default class (network-ssd), usual for hdd.
+    "slow_from_the_start": (SLOW_START, SLOW_START),
+    "slow_from_the_start_on_hdd": (
+        replace(SLOW_START, storage_class="hdd"),
+        replace(SLOW_START, storage_class="hdd"),
+    ),
+    "fast_nvme_reads_on_nvme": (
+        replace(NORMAL, storage_class="nvme"),
+        replace(NORMAL, storage_class="nvme"),
+    ),
+    # 1 ms per 24 kB read: usual for network-ssd, slow for nvme.
+    "slow_storage_on_nvme": (
+        replace(NORMAL, wait=0.001, storage_class="nvme"),
+        replace(NORMAL, wait=0.001, storage_class="nvme"),
+    ),
 }
 
 
@@ -147,6 +166,17 @@ def input_series(target: str, phases: tuple[Rates, Rates]) -> list[dict[str, str
             for name, value in series.items()
         ),
         {"series": regime, "values": f"1x{minutes}"},
+        {"series": f"pg_up{{{t}}}", "values": f"1x{minutes}"},
+        *(
+            [
+                {
+                    "series": f'{CLASS_INFO}{{{t}, storage_class="{now.storage_class}"}}',
+                    "values": f"1x{minutes}",
+                }
+            ]
+            if (now := phases[1]).storage_class is not None
+            else []
+        ),
     ]
 
 
@@ -197,7 +227,7 @@ def expected_alerts(name: str) -> set[str]:
     before, now = SCENARIOS[name]
     # The report's window: the last ten minutes, which hold the reset of "stats_reset".
     window = summary(now, 10, resets=(1.0,) if now.reset else ())
-    report = judge(window, thresholds.load(), summary(before, BEFORE))
+    report = judge(window, thresholds.load(now.storage_class), summary(before, BEFORE))
     return {ALERT_OF[f.id] for f in report.findings if f.id in ALERT_OF}
 
 
@@ -205,6 +235,15 @@ def test_every_mirrored_alert_is_exercised_both_ways():
     fired = {alert for name in SCENARIOS for alert in expected_alerts(name)}
     assert fired == set(ALERT_OF.values())
     assert expected_alerts("healthy") == set()
+
+
+def test_storage_classes_judge_the_same_reads_apart():
+    """4 ms per 20 kB read is slow for the default class and usual for hdd; 1 ms per 24 kB
+    read is usual for the default class and slow for nvme."""
+    assert expected_alerts("slow_from_the_start") == {"PgAioReadLatencyHigh"}
+    assert expected_alerts("slow_from_the_start_on_hdd") == set()
+    assert expected_alerts("slow_storage_on_nvme") == {"PgAioReadLatencyHigh"}
+    assert "PgAioReadLatencyHigh" not in expected_alerts("slow_storage")
 
 
 def test_report_and_alerts_agree(tmp_path: Path):

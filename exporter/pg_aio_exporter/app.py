@@ -57,6 +57,11 @@ async def run_exporter(
     """Serve until cancelled or signalled; ConfigError if the address cannot be bound.
     `ready` is called once the address is bound."""
     selfmetrics = SelfMetrics()
+    for t in targets:
+        storage = t.storage
+        selfmetrics.declare_storage(
+            t.name, storage.storage_class, storage.iops, storage.bytes_per_second
+        )
     exposition = Exposition(selfmetrics)
     host, port = options.listen
     servers = [

@@ -39,7 +39,7 @@ def show_progress(left: float, samples: int) -> None:
 
 
 def run_report(target: Target, options: ReportOptions) -> int:
-    limits = thresholds.load()
+    limits = thresholds.load(target.storage.storage_class)
     terminal = sys.stderr.isatty()
     try:
         summary = asyncio.run(

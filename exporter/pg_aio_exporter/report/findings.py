@@ -17,7 +17,7 @@ from typing import Any
 from pg_aio_exporter.collectors import settings as aio_settings
 from pg_aio_exporter.report import units
 from pg_aio_exporter.report.summary import BLOCK_BYTES, Summary
-from pg_aio_exporter.report.thresholds import SEVERITIES, Thresholds
+from pg_aio_exporter.report.thresholds import SEVERITIES, StorageClass, Thresholds
 from pg_aio_exporter.report.workload import (
     STATEMENTS,
     StatementChange,
@@ -78,6 +78,17 @@ class Context:
             return None
         return self.thresholds.allowed_seconds_per_read(figures.size_bytes)
 
+    def read_class_words(self) -> str | None:
+        """Per-read wait judged by the target's storage class, and the class it looks like:
+        "4.08 ms per 20 kB read: slow for network-ssd (up to 2.16 ms), usual for hdd"."""
+        figures = self.summary.total.figures
+        if figures is None or figures.latency_seconds is None:
+            return None
+        t, per_read, size = self.thresholds, figures.latency_seconds, figures.size_bytes
+        return f"{units.ms(per_read)} per {units.size(size)} read: " + class_words(
+            t, per_read, t.allowed_seconds_per_read(size), t.usual_for_reads(per_read, size)
+        )
+
     def baseline_seconds_per_byte(self) -> float | None:
         if self.baseline is None:
             return None
@@ -102,6 +113,19 @@ class Context:
 
 
 Check = Callable[[Context], Finding | None]
+
+
+def class_words(t: Thresholds, value: float, limit: float, usual: StorageClass | None) -> str:
+    """ "slow for network-ssd (up to 2.16 ms), usual for hdd": `value` against the target's
+    class's `limit`, and the fastest class for which it is `usual`."""
+    own = t.storage.name
+    if value <= limit:
+        said = f"usual for {own} (up to {units.ms(limit)})"
+        if usual is not None and usual.name != own:
+            said += f", as fast as {usual.name}"
+        return said
+    said = f"slow for {own} (up to {units.ms(limit)})"
+    return said + (f", usual for {usual.name}" if usual else ", slow for every storage class")
 
 
 def track_io_timing_off(ctx: Context) -> Finding | None:
@@ -168,11 +192,12 @@ def read_latency_high(ctx: Context) -> Finding | None:
     return Finding(
         "read_latency_high",
         ctx.severity("PgAioReadLatencyHigh"),
-        f"Reads wait {units.ms(per_read)} each on average, above the {units.ms(limit)} healthy"
-        " storage needs for reads of this size.",
+        f"Reads wait {ctx.read_class_words()}: above what healthy"
+        f" {ctx.thresholds.storage.name} storage needs for reads of this size.",
         {
             "seconds_per_read": per_read,
             "max_seconds_per_read": limit,
+            "storage_class": ctx.thresholds.storage.name,
             "reads_per_second": ctx.reads_per_second,
         },
         "See storage_saturated if sessions queue on reads; otherwise check the volume's"

@@ -42,7 +42,7 @@ def reads(ctx: Context, found: dict[str, Finding]) -> str:
         return f"Read wait not measured (track_io_timing off): {volume}, {shape}."
     now = (
         f"Reads wait {units.per_mib(figures.seconds_per_byte)}"
-        f" ({units.ms(figures.latency_seconds)} per read); {volume}, {shape}."
+        f" ({ctx.read_class_words()}); {volume}, {shape}."
     )
     base = ctx.baseline
     before = base.total.figures if base is not None else None
