@@ -442,22 +442,56 @@ def read_latency_high(params: Params, p: Params) -> Alert:
     )
 
 
-def storage_saturated(params: Params, p: Params) -> Alert:
-    io_waits = rec(params, "pg_aio:active_sessions") + (
-        f'{{wait_event_type="IO", wait_event=~"{p["io_wait_events"]}", backend_type!="io worker"}}'
+VOLUME_LIMITS = {
+    "read_ops_per_second": "pg_aio_storage_volume_max_operations_per_second",
+    "read_bytes_per_second": "pg_aio_storage_volume_max_bytes_per_second",
+}
+
+
+def read_wait_share(params: Params, p: Params) -> str:
+    """Share of the sessions' active time (io workers aside) spent waiting on reads."""
+    sessions = rec(params, "pg_aio:active_sessions")
+    clients = 'backend_type!="io worker"'
+    reads = f'{{wait_event_type="IO", wait_event=~"{p["io_wait_events"]}", {clients}}}'
+    return (
+        f"sum {without(WAIT_LABELS)} (\n  {sessions}{reads}\n)\n/\n"
+        f"sum {without(WAIT_LABELS)} (\n  {sessions}{{{clients}}}\n)"
     )
+
+
+def slow_reads(params: Params, p: Params) -> str:
+    """Reads slow for the storage class, slower than the target's own baseline, or at the
+    volume's configured limits: any of them."""
+    at_limit = [
+        f"{rec(params, f'pg_aio_target:{rate}')}\n  >= on (target) group_left ()\n"
+        f"  {p['volume_limit_share']} * {series(params, limit)}"
+        for rate, limit in VOLUME_LIMITS.items()
+    ]
+    return "\nor\n".join(
+        [
+            f"(\n{indent(latency_vs_baseline(params))}\n) > {p['latency_factor']}",
+            f"{rec(params, 'pg_aio_target:read_latency_seconds')}\n  >\n  {read_allowance(params)}",
+            *at_limit,
+        ]
+    )
+
+
+def storage_saturated(params: Params, p: Params) -> Alert:
     return Alert(
-        expr=f"sum {without(WAIT_LABELS)} (\n  {io_waits}\n) > {p['min_io_wait_sessions']}\n"
-        f"and\n(\n{indent(latency_vs_baseline(params))}\n) > {p['latency_factor']}\n"
-        f"and\n{traffic_guard(params)}",
-        summary='Storage of {{ $labels.target }} is saturated: {{ printf "%.1f" $value }} '
-        "sessions waiting on reads.",
-        description='On average {{ printf "%.1f" $value }} sessions wait on I/O '
-        f"({p['io_wait_events']}) over the last {params['alert_window']}, while read latency "
-        f"per byte is above {p['latency_factor']}x {baseline_words(params)}.",
-        condition=f"average sessions waiting on IO/{{{p['io_wait_events']}}} "
-        f"(io workers excluded) > {p['min_io_wait_sessions']} and read wait per byte > "
-        f"{p['latency_factor']} x {baseline_words(params)}, {guard_words(params)}",
+        expr=f"(\n{indent(read_wait_share(params, p))}\n) > {p['min_read_wait_share']}\n"
+        f"and\n(\n{indent(slow_reads(params, p))}\n)\nand\n{traffic_guard(params)}",
+        summary="Storage of {{ $labels.target }} is saturated: reads take "
+        "{{ $value | humanizePercentage }} of the sessions' active time.",
+        description="Sessions spent {{ $value | humanizePercentage }} of their active time "
+        f"waiting on reads ({p['io_wait_events']}) over the last {params['alert_window']}, "
+        "while the reads are slow for the target's storage class, slower per byte than "
+        f"{p['latency_factor']}x {baseline_words(params)}, or at the volume's configured "
+        "limits: storage sets the pace.",
+        condition=f"share of active time (io workers excluded) waiting on "
+        f"IO/{{{p['io_wait_events']}}} > {p['min_read_wait_share']}, and reads slow: wait "
+        "per read above PgAioReadLatencyHigh's limit, or wait per byte > "
+        f"{p['latency_factor']} x {baseline_words(params)}, or reads/s or bytes/s >= "
+        f"{p['volume_limit_share']} x the volume's configured limits; {guard_words(params)}",
     )
 
 

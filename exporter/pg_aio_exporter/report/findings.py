@@ -205,37 +205,62 @@ def read_latency_high(ctx: Context) -> Finding | None:
     )
 
 
+def _at_volume_limit(ctx: Context) -> str | None:
+    """Reads running at the volume's configured IOPS or throughput limit, in words."""
+    t, total = ctx.thresholds, ctx.summary.total
+    share = t.volume_limit_share
+    if t.volume_max_ops is not None and total.reads_per_second >= share * t.volume_max_ops:
+        return (
+            f"reads run at the volume's limit ({units.rate(total.reads_per_second)} reads/s of"
+            f" {units.rate(t.volume_max_ops)} IOPS)"
+        )
+    if t.volume_max_bytes is not None and total.bytes_per_second >= share * t.volume_max_bytes:
+        return (
+            f"reads run at the volume's limit ({units.mib(total.bytes_per_second)}/s of"
+            f" {units.mib(t.volume_max_bytes)}/s)"
+        )
+    return None
+
+
 def storage_saturated(ctx: Context) -> Finding | None:
+    """Storage-bound: most of the sessions' active time waits on reads, and the reads are slow
+    for the storage class, slower than the baseline, or at the volume's limits."""
     t = ctx.thresholds
-    waiting = ctx.read_wait_sessions
-    per_byte, per_read = ctx.seconds_per_byte(), ctx.seconds_per_read()
-    if not ctx.sampled or waiting <= t.min_io_wait_sessions or not ctx.enough_reads:
+    share = ctx.summary.activity.read_wait_share(t.io_wait_events)
+    per_byte, per_read, limit = ctx.seconds_per_byte(), ctx.seconds_per_read(), ctx.latency_limit()
+    if not ctx.sampled or share is None or share <= t.min_read_wait_share:
         return None
-    if per_byte is None or per_read is None:
+    if not ctx.enough_reads or per_byte is None or per_read is None or limit is None:
         return None
     evidence: dict[str, Any] = {
-        "read_wait_sessions": waiting,
-        "min_io_wait_sessions": t.min_io_wait_sessions,
+        "read_wait_share": share,
+        "min_read_wait_share": t.min_read_wait_share,
+        "read_wait_sessions": ctx.read_wait_sessions,
         "seconds_per_read": per_read,
         "seconds_per_byte": per_byte,
         "reads_per_second": ctx.reads_per_second,
+        "storage_class": t.storage.name,
+        "max_seconds_per_read": limit,
     }
+    signals: list[str] = []
+    if per_read > limit:
+        signals.append(f"{ctx.read_class_words()}")
     baseline = ctx.baseline_seconds_per_byte()
-    if baseline is not None and baseline > 0:
+    if baseline is not None and baseline > 0 and per_byte > t.latency_factor * baseline:
         # The alert's test, with the baseline file in place of the target's own median.
-        if per_byte <= t.latency_factor * baseline:
-            return None
         evidence |= {"baseline_seconds_per_byte": baseline, "latency_factor": t.latency_factor}
-        slow = f"{units.ratio(per_byte / baseline)} the baseline's wait per MiB"
-    else:
-        limit = ctx.latency_limit()
-        if limit is None or per_read <= limit:
-            return None
-        evidence["max_seconds_per_read"] = limit
-        slow = f"{units.ms(per_read)} per read"
+        signals.append(f"{units.ratio(per_byte / baseline)} the baseline's wait per MiB")
+    at_limit = _at_volume_limit(ctx)
+    if at_limit is not None:
+        evidence |= {"volume_max_ops": t.volume_max_ops, "volume_max_bytes": t.volume_max_bytes}
+        signals.append(at_limit)
+    if not signals:
+        return None
+    evidence["signals"] = signals
     summary = (
-        f"Storage is saturated: {units.sessions(waiting)} sessions wait on reads on average,"
-        f" at {slow} ({units.per_mib(per_byte)})."
+        f"Storage is saturated (reads are storage-bound): {units.percent(share)} of active time"
+        f" waits on reads ({units.sessions(ctx.read_wait_sessions)} sessions on average),"
+        f" {'; '.join(signals)} ({units.per_mib(per_byte)})."
     )
     advice = (
         "Storage, not PostgreSQL, sets the pace: more io workers or another io_method will not"

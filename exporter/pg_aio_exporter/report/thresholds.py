@@ -81,8 +81,9 @@ class Thresholds:
     regression_factor: float  # PgAioReadLatencyRegression: per-byte wait x the baseline's
     storage: StorageClass  # PgAioReadLatencyHigh, PgAioWalSyncLatencyHigh: the target's class
     io_wait_events: frozenset[str]  # PgAioStorageSaturated
-    min_io_wait_sessions: float
+    min_read_wait_share: float  # share of active time waiting on reads
     latency_factor: float
+    volume_limit_share: float  # reads at this share of the volume's limits are at them
     max_utilization: float  # PgAioWorkerPoolSaturated
     max_submission_queue_sessions: float
     severities: Mapping[str, str]  # alert name -> severity
@@ -95,6 +96,9 @@ class Thresholds:
     writes: WriteThresholds | None = None  # None: the write side is not judged
     # Every class, fastest first: which one the measurements look like.
     storage_classes: Mapping[str, StorageClass] | None = None
+    # The target volume's own limits, when configured (volume_iops, volume_bytes_per_second).
+    volume_max_ops: float | None = None
+    volume_max_bytes: float | None = None
 
     def allowed_seconds_per_read(self, size_bytes: float) -> float:
         """PgAioReadLatencyHigh's limit for reads of this average size."""
@@ -127,7 +131,8 @@ class Thresholds:
             regression_factor=float(alerts["PgAioReadLatencyRegression"]["factor"]),
             storage=storage,
             io_wait_events=frozenset(saturated["io_wait_events"].split("|")),
-            min_io_wait_sessions=float(saturated["min_io_wait_sessions"]),
+            min_read_wait_share=float(saturated["min_read_wait_share"]),
+            volume_limit_share=float(saturated["volume_limit_share"]),
             latency_factor=float(saturated["latency_factor"]),
             max_utilization=float(pool["max_utilization"]),
             max_submission_queue_sessions=float(pool["max_submission_queue_sessions"]),
