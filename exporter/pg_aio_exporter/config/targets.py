@@ -18,10 +18,9 @@ from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pg_aio_exporter.collectors import registry
-from pg_aio_exporter.config import ConfigError, key_list, libpq, read_yaml
+from pg_aio_exporter.config import ConfigError, key_list, libpq, read_yaml, storage_class_names
 from pg_aio_exporter.expose.selfmetrics import LABELS as SELF_METRIC_LABELS
 from pg_aio_exporter.redact import scrub
-from pg_aio_exporter.report import thresholds
 
 APPLICATION_NAME = "pg_aio_exporter"
 
@@ -155,7 +154,7 @@ def storage_of(values: dict[str, Any], where: str) -> Storage:
     """`storage_class`, `volume_iops` and `volume_bytes_per_second` (a config file's target
     keys, or the flags of a --dsn target), checked."""
     name = values.get("storage_class")
-    if name is not None and name not in (known := thresholds.class_names()):
+    if name is not None and name not in (known := storage_class_names()):
         raise ConfigError(f"{where}: storage_class {name!r} is not one of {', '.join(known)}")
     limits: dict[str, float | None] = {}
     for key in STORAGE_KEYS[1:]:

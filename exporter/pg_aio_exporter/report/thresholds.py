@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from pg_aio_exporter.config import thresholds_document
 
 SEVERITIES = ("ok", "info", "warning", "critical")
 
@@ -147,21 +148,6 @@ class Thresholds:
         )
 
 
-FILE = Path(__file__).resolve().parent.parent / "thresholds.yaml"
-
-
-def document() -> dict[str, Any]:
-    import yaml  # noqa: PLC0415 (PyYAML only when a report is made or a class is checked)
-
-    loaded: dict[str, Any] = yaml.safe_load(FILE.read_text())
-    return loaded
-
-
-def class_names() -> tuple[str, ...]:
-    """The storage classes a target may name, fastest first."""
-    return tuple(document()["storage_classes"])
-
-
 def load(storage_class: str | None = None) -> Thresholds:
     """The shipped thresholds, judging storage by `storage_class` (None: the default)."""
-    return Thresholds.from_params(document(), storage_class)
+    return Thresholds.from_params(thresholds_document(), storage_class)
