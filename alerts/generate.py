@@ -289,6 +289,44 @@ def write_rules(params: Params, window: str) -> list[Recording]:
     ]
 
 
+CLASS_INFO = "pg_aio_storage_class_info"
+# Per target, what healthy storage of its class delivers (thresholds.yaml storage_classes).
+CLASS_LIMITS = {
+    "seconds_per_read": "the seconds a read may wait, besides its size at ...",
+    "bytes_per_second": "... this many bytes per second",
+    "seconds_per_sync": "the seconds a WAL sync may take",
+}
+
+
+def class_limit(what: str) -> str:
+    return f"pg_aio_target:storage_class_{what}"
+
+
+def storage_class_rules(params: Params) -> list[Recording]:
+    """Each target's storage class's limits: by its pg_aio_storage_class_info, else (a target
+    configured with no class) by default_storage_class."""
+    classes, default = params["storage_classes"], params["default_storage_class"]
+    up = f"group by (target) ({series(params, 'pg_up')})"
+    rules = []
+    for what, meaning in CLASS_LIMITS.items():
+        by_class = "\nor\n".join(
+            f"  {series(params, CLASS_INFO, matcher)} * {values[what]}"
+            for matcher, values in (
+                (f'storage_class="{name}"', values) for name, values in classes.items()
+            )
+        )
+        configured = f"max by (target) (\n{by_class}\n)"
+        rules.append(
+            Recording(
+                class_limit(what),
+                "target",
+                f"{meaning}, by the target's storage class ({default} unless configured)",
+                f"{configured}\nor on (target)\n{up} * {classes[default][what]}",
+            )
+        )
+    return rules
+
+
 def recording_rules(params: Params) -> list[Recording]:
     return [
         *(
@@ -302,6 +340,7 @@ def recording_rules(params: Params) -> list[Recording]:
             )
         ),
         *regime_rules(params),
+        *storage_class_rules(params),
     ]
 
 
@@ -376,43 +415,94 @@ def read_latency_regression(params: Params, p: Params) -> Alert:
     )
 
 
+def read_allowance(params: Params) -> str:
+    """What healthy storage of each target's class needs per read of this window's size."""
+    join = "on (target) group_left ()"
+    return (
+        f"{rec(params, 'pg_aio_target:read_size_bytes')}\n"
+        f"  / {join} {class_limit('bytes_per_second')}\n"
+        f"  + {join} {class_limit('seconds_per_read')}"
+    )
+
+
+def class_words(params: Params, what: str) -> str:
+    """The classes' values, for the descriptions and docs/alerts.md."""
+    default = params["default_storage_class"]
+    values = ", ".join(
+        f"{name} {values[what]:g}" + (" (default)" if name == default else "")
+        for name, values in params["storage_classes"].items()
+    )
+    return f"the storage class's {what} ({values})"
+
+
 def read_latency_high(params: Params, p: Params) -> Alert:
     # Per operation against an allowance that grows with the read size: one 8 kB read and one
-    # 1 MiB combined read are judged each by what healthy storage needs for its size.
-    allowed = (
-        f"{p['max_seconds_per_read']} + {rec(params, 'pg_aio_target:read_size_bytes')} "
-        f"/ {p['min_bytes_per_second']}"
-    )
-    mib_per_second = f"{p['min_bytes_per_second'] / 2**20:g} MiB/s"
+    # 1 MiB combined read are judged each by what healthy storage of the target's class needs.
     return Alert(
-        expr=f"{rec(params, 'pg_aio_target:read_latency_seconds')}\n>\n{allowed}"
+        expr=f"{rec(params, 'pg_aio_target:read_latency_seconds')}\n>\n  {read_allowance(params)}"
         f"\nand\n{traffic_guard(params)}",
         summary="Reads on {{ $labels.target }} wait {{ $value | humanizeDuration }} each.",
         description="Average wait time per read operation over the last "
-        f"{params['alert_window']} is {{{{ $value | humanizeDuration }}}}, above the "
-        f"{p['max_seconds_per_read']} s plus the read size at {mib_per_second} that healthy "
-        "storage needs for reads of this size: the volume is throttled or overloaded.",
+        f"{params['alert_window']} is {{{{ $value | humanizeDuration }}}}, above what healthy "
+        "storage of the target's storage class (pg_aio_storage_class_info; "
+        f"{params['default_storage_class']} unless configured) needs for reads of this size: "
+        "the volume is throttled or overloaded, or slower than its class.",
         condition=f"read wait per operation ({params['alert_window']}) > "
-        f"{p['max_seconds_per_read']} s + read size / {mib_per_second}, {guard_words(params)}",
+        f"{class_words(params, 'seconds_per_read')} + read size / "
+        f"{class_words(params, 'bytes_per_second')}, {guard_words(params)}",
+    )
+
+
+VOLUME_LIMITS = {
+    "read_ops_per_second": "pg_aio_storage_volume_max_operations_per_second",
+    "read_bytes_per_second": "pg_aio_storage_volume_max_bytes_per_second",
+}
+
+
+def read_wait_share(params: Params, p: Params) -> str:
+    """Share of the sessions' active time (io workers aside) spent waiting on reads."""
+    sessions = rec(params, "pg_aio:active_sessions")
+    clients = 'backend_type!="io worker"'
+    reads = f'{{wait_event_type="IO", wait_event=~"{p["io_wait_events"]}", {clients}}}'
+    return (
+        f"sum {without(WAIT_LABELS)} (\n  {sessions}{reads}\n)\n/\n"
+        f"sum {without(WAIT_LABELS)} (\n  {sessions}{{{clients}}}\n)"
+    )
+
+
+def slow_reads(params: Params, p: Params) -> str:
+    """Reads slow for the storage class, slower than the target's own baseline, or at the
+    volume's configured limits: any of them."""
+    at_limit = [
+        f"{rec(params, f'pg_aio_target:{rate}')}\n  >= on (target) group_left ()\n"
+        f"  {p['volume_limit_share']} * {series(params, limit)}"
+        for rate, limit in VOLUME_LIMITS.items()
+    ]
+    return "\nor\n".join(
+        [
+            f"(\n{indent(latency_vs_baseline(params))}\n) > {p['latency_factor']}",
+            f"{rec(params, 'pg_aio_target:read_latency_seconds')}\n  >\n  {read_allowance(params)}",
+            *at_limit,
+        ]
     )
 
 
 def storage_saturated(params: Params, p: Params) -> Alert:
-    io_waits = rec(params, "pg_aio:active_sessions") + (
-        f'{{wait_event_type="IO", wait_event=~"{p["io_wait_events"]}", backend_type!="io worker"}}'
-    )
     return Alert(
-        expr=f"sum {without(WAIT_LABELS)} (\n  {io_waits}\n) > {p['min_io_wait_sessions']}\n"
-        f"and\n(\n{indent(latency_vs_baseline(params))}\n) > {p['latency_factor']}\n"
-        f"and\n{traffic_guard(params)}",
-        summary='Storage of {{ $labels.target }} is saturated: {{ printf "%.1f" $value }} '
-        "sessions waiting on reads.",
-        description='On average {{ printf "%.1f" $value }} sessions wait on I/O '
-        f"({p['io_wait_events']}) over the last {params['alert_window']}, while read latency "
-        f"per byte is above {p['latency_factor']}x {baseline_words(params)}.",
-        condition=f"average sessions waiting on IO/{{{p['io_wait_events']}}} "
-        f"(io workers excluded) > {p['min_io_wait_sessions']} and read wait per byte > "
-        f"{p['latency_factor']} x {baseline_words(params)}, {guard_words(params)}",
+        expr=f"(\n{indent(read_wait_share(params, p))}\n) > {p['min_read_wait_share']}\n"
+        f"and\n(\n{indent(slow_reads(params, p))}\n)\nand\n{traffic_guard(params)}",
+        summary="Storage of {{ $labels.target }} is saturated: reads take "
+        "{{ $value | humanizePercentage }} of the sessions' active time.",
+        description="Sessions spent {{ $value | humanizePercentage }} of their active time "
+        f"waiting on reads ({p['io_wait_events']}) over the last {params['alert_window']}, "
+        "while the reads are slow for the target's storage class, slower per byte than "
+        f"{p['latency_factor']}x {baseline_words(params)}, or at the volume's configured "
+        "limits: storage sets the pace.",
+        condition=f"share of active time (io workers excluded) waiting on "
+        f"IO/{{{p['io_wait_events']}}} > {p['min_read_wait_share']}, and reads slow: wait "
+        "per read above PgAioReadLatencyHigh's limit, or wait per byte > "
+        f"{p['latency_factor']} x {baseline_words(params)}, or reads/s or bytes/s >= "
+        f"{p['volume_limit_share']} x the volume's configured limits; {guard_words(params)}",
     )
 
 
@@ -462,15 +552,16 @@ def wal_sync_latency_high(params: Params, p: Params) -> Alert:
     latency = rec(params, "pg_aio_target:wal_sync_latency_seconds")
     syncs = rec(params, "pg_aio_target:wal_syncs_per_second")
     return Alert(
-        expr=f"{latency} > {p['max_seconds_per_sync']}\nand\n{syncs} >= "
-        f"{p['min_syncs_per_second']}",
+        expr=f"{latency}\n> on (target) group_left ()\n{class_limit('seconds_per_sync')}"
+        f"\nand\n{syncs} >= {p['min_syncs_per_second']}",
         summary="WAL syncs on {{ $labels.target }} take {{ $value | humanizeDuration }} each.",
         description="Each WAL sync took {{ $value | humanizeDuration }} on average over the "
-        f"last {params['alert_window']} (threshold {p['max_seconds_per_sync']} s): every commit "
-        "waits for one, so commits are that much slower. The volume's write latency or a "
-        "write burst (checkpoint) holds them up.",
-        condition=f"time per WAL sync ({params['alert_window']}) > {p['max_seconds_per_sync']} s,"
-        f" at >= {p['min_syncs_per_second']} syncs/s (needs track_wal_io_timing)",
+        f"last {params['alert_window']}, above what healthy storage of the target's storage "
+        "class takes: every commit waits for one, so commits are that much slower. The "
+        "volume's write latency or a write burst (checkpoint) holds them up.",
+        condition=f"time per WAL sync ({params['alert_window']}) > "
+        f"{class_words(params, 'seconds_per_sync')} s, at >= {p['min_syncs_per_second']} "
+        "syncs/s (needs track_wal_io_timing)",
     )
 
 
@@ -533,12 +624,13 @@ def backends_writing_buffers(params: Params, p: Params) -> Alert:
 def storage_saturated_by_writes(params: Params, p: Params) -> Alert:
     waiting = rec(params, "pg_aio_target:write_wait_sessions")
     wal = rec(params, "pg_aio_target:wal_sync_latency_seconds")
-    max_sync = params["alerts"]["PgAioWalSyncLatencyHigh"]["max_seconds_per_sync"]
+    max_sync = class_limit("seconds_per_sync")
+    slow_sync = f"{wal} > on (target) group_left () {max_sync}"
     floor = params["alerts"]["PgAioWriteLatencyRegression"]["min_seconds_per_write"]
     # One alert, two symptoms of slow writes; `signal` says which. The value is the sessions
     # waiting: the symptoms (x 0) lend their labels, the waiting sessions their value.
     return Alert(
-        expr=f'(\n  label_replace({wal} > {max_sync}, "signal", "wal_sync", "", "")\n'
+        expr=f'(\n  label_replace({slow_sync}, "signal", "wal_sync", "", "")\n'
         f"  or\n  label_replace(\n    (\n{indent(latency_vs_baseline(params, 'write'), 6)}\n    )"
         f" > {p['latency_factor']}\n    and\n    {slower_than_page_cache(params)},\n"
         '    "signal", "write_latency", "", ""\n  )\n) * 0\n'
@@ -549,10 +641,12 @@ def storage_saturated_by_writes(params: Params, p: Params) -> Alert:
         f"{{{p['write_wait_events']}}}, LWLock/{{{p['write_lock_events']}}}) over the last "
         f"{params['alert_window']}, while "
         '{{ if eq $labels.signal "wal_sync" }}WAL syncs take longer than '
-        f"{max_sync} s{{{{ else }}}}write time per byte is above {p['latency_factor']}x "
+        "the storage class's seconds_per_sync{{ else }}write time per byte is above "
+        f"{p['latency_factor']}x "
         f"{baseline_words(params)}{{{{ end }}}}. Reads on the same volume slow down with them.",
         condition=f"average sessions waiting on writes > {p['min_write_wait_sessions']} and "
-        f"(time per WAL sync > {max_sync} s or buffer write time per byte > "
+        f"(time per WAL sync > {class_words(params, 'seconds_per_sync')} s or buffer write time"
+        " per byte > "
         f"{p['latency_factor']} x {baseline_words(params)} at > {floor} s per write)",
     )
 

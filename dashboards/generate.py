@@ -106,7 +106,8 @@ THRESHOLDS = yaml.safe_load(
     (HERE.parent / "exporter" / "pg_aio_exporter" / "thresholds.yaml").read_text()
 )
 WRITES_SATURATED = THRESHOLDS["alerts"]["PgAioStorageSaturatedByWrites"]
-MAX_WAL_SYNC = THRESHOLDS["alerts"]["PgAioWalSyncLatencyHigh"]["max_seconds_per_sync"]
+DEFAULT_CLASS = THRESHOLDS["default_storage_class"]
+MAX_WAL_SYNC = THRESHOLDS["storage_classes"][DEFAULT_CLASS]["seconds_per_sync"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -535,7 +536,8 @@ def write_panels(g: Grid) -> list[Any]:
                 f"Time per WAL write and per WAL sync {OVER} (as "
                 "pg_aio_target:wal_write_latency_seconds, wal_sync_latency_seconds; the same "
                 "names on PostgreSQL 16, 17 and 18). Every commit waits for a sync: the dashed "
-                "line is PgAioWalSyncLatencyHigh's threshold. Needs track_wal_io_timing.",
+                "line is PgAioWalSyncLatencyHigh's threshold for the default storage class "
+                f"({DEFAULT_CLASS}). Needs track_wal_io_timing.",
                 [
                     Q(wal["wal_write_latency_seconds"].expr, "{{target}} write"),
                     Q(wal["wal_sync_latency_seconds"].expr, "{{target}} sync"),

@@ -103,6 +103,9 @@ def test_invalid_dsn_in_config_file(tmp_path: Path):
             "targets:\n  - {name: a, dsn: host=x, password_command_timeout: 5s}\n",
             "without password_command",
         ),
+        ("targets:\n  - {name: a, dsn: host=x, storage_class: floppy}\n", "storage_class 'floppy'"),
+        ("targets:\n  - {name: a, dsn: host=x, volume_iops: 0}\n", "volume_iops"),
+        ("targets:\n  - {name: a, dsn: host=x, volume_bytes_per_second: lots}\n", "volume_bytes"),
         (
             "targets:\n  - {name: a, dsn: host=x, password_command: [cat], "
             "password_command_timeout: soon}\n",
@@ -153,6 +156,23 @@ def test_missing_config_file():
 )
 def test_bad_flag_values(flag: str, value: str):
     assert_config_error(run("--dsn", "host=x", flag, value), flag)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--dsn", "host=x", "--storage-class", "floppy"],
+        ["--dsn", "host=x", "--volume-iops", "-3"],
+        ["report", "--dsn", "host=x", "--storage-class", "floppy"],
+    ],
+)
+def test_bad_storage_flags(argv: list[str]):
+    assert_config_error(run(*argv), argv[-2].removeprefix("--").replace("-", "_"))
+
+
+def test_storage_flags_are_for_dsn_only(tmp_path: Path):
+    config = write(tmp_path, "targets:\n  - {name: a, dsn: host=x, storage_class: hdd}\n")
+    assert_config_error(run("--config", config, "--storage-class", "hdd"), "are for --dsn")
 
 
 def test_demo_without_the_demo_extra():

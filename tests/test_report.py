@@ -338,6 +338,29 @@ def test_slow_storage_is_saturated(slow18: tuple[LocalServer, SlowReads]):
     assert doc["verdict"]["storage"].startswith("Storage is saturated")
 
 
+def test_reads_slow_from_the_first_second_judged_by_storage_class(
+    slow18: tuple[LocalServer, SlowReads],
+):
+    """Issue 30: two sessions scanning, every read 4 ms from the start, no baseline. The default
+    class (network-ssd) calls it storage-bound and slow; as hdd the same reads are usual."""
+    set_io_workers(slow18[0], 16)
+    two = TABLES[:2]
+    doc, _ = report_while_scanning(slow18, 4_000, "--duration", "15s", tables=two)
+    found = findings(doc)
+    assert {"storage_saturated", "read_latency_high"} <= set(found), doc["findings"]
+    evidence = found["storage_saturated"]["evidence"]
+    assert evidence["read_wait_share"] > 0.5
+    assert evidence["seconds_per_read"] >= 0.004
+    storage = doc["verdict"]["storage"]
+    assert "storage-bound" in storage and "slow for network-ssd" in storage, storage
+    doc, _ = report_while_scanning(
+        slow18, 4_000, "--duration", "15s", "--storage-class", "hdd", tables=two
+    )
+    found = findings(doc)
+    assert not {"storage_saturated", "read_latency_high"} & set(found), doc["findings"]
+    assert "usual for hdd" in doc["verdict"]["reads"], doc["verdict"]
+
+
 def test_one_io_worker_is_too_few(slow18: tuple[LocalServer, SlowReads]):
     set_io_workers(slow18[0], 1)
     doc, result = report_while_scanning(

@@ -28,6 +28,8 @@ pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parent.parent
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 BEFORE, NOW = 60, 40  # minutes
+CLASS_INFO = "pg_aio_storage_class_info"
+VOLUME_IOPS = "pg_aio_storage_volume_max_operations_per_second"
 IO = 'backend_type="client backend", object="relation", context="bulkread"'
 # finding -> the alert that judges the same thing
 ALERT_OF = {
@@ -51,22 +53,28 @@ class Rates:
     hits: float = 500.0
     timing: bool = True
     waiting: float = 0.1  # client sessions in IO/AioIoCompletion
+    cpu: float = 0.5  # client sessions on CPU
     workers: int = 3
     busy: float = 0.3  # busy io workers
     queue: float = 0.0  # sessions on LWLock/AioWorkerSubmissionQueue
     pending: bool = False  # io_method awaits a restart
     reset: bool = False  # pg_stat_io reset ten minutes before the end
     max_workers: int | None = None  # io_max_workers: PostgreSQL 19, whose pool sizes itself
+    storage_class: str | None = None  # configured (pg_aio_storage_class_info); None: default
+    iops: float | None = None  # the volume's configured IOPS limit
 
 
 NORMAL = Rates()
+# Two sessions scanning, 99% of their active time waiting on reads.
+SLOW_START = replace(NORMAL, reads=150, size=20_600, wait=0.00408, waiting=1.98, cpu=0.02)
 SCENARIOS = {
     "healthy": (NORMAL, NORMAL),
     # Ten times the wait per byte, three sessions waiting on it: saturated, and a regression.
     "slow_storage": (NORMAL, replace(NORMAL, wait=0.001, waiting=3.0)),
     # Three sessions wait, at the usual latency: busy, not saturated.
     "busy_but_fast": (NORMAL, replace(NORMAL, reads=30_000, waiting=3.0)),
-    # 2.9x per byte: below the regression factor (3), one session waiting.
+    # 2.9x per byte: below the regression factor (3), but two thirds of the active time
+    # waiting on reads slower than 2x their baseline: storage-bound.
     "almost_regression": (NORMAL, replace(NORMAL, wait=0.00029, waiting=1.0)),
     # 17 -> 18: 8 kB reads at 0.5 ms, then 32 kB at 1.2 ms (0.6x per byte).
     "upgrade": (
@@ -91,6 +99,37 @@ SCENARIOS = {
     # 25 ms per read at 20 reads/s: high latency; then the same below the traffic guard.
     "high_latency": (replace(NORMAL, reads=20, wait=0.025), replace(NORMAL, reads=20, wait=0.025)),
     "too_few_reads": (replace(NORMAL, reads=5, wait=0.05), replace(NORMAL, reads=5, wait=0.05)),
+    # Slow from the first second (issue 30): 4 ms per 20 kB read, two sessions waiting; slow for
+    # the default class (network-ssd), usual for hdd.
+    "slow_from_the_start": (SLOW_START, SLOW_START),
+    "slow_from_the_start_on_hdd": (
+        replace(SLOW_START, storage_class="hdd"),
+        replace(SLOW_START, storage_class="hdd"),
+    ),
+    "fast_nvme_reads_on_nvme": (
+        replace(NORMAL, storage_class="nvme"),
+        replace(NORMAL, storage_class="nvme"),
+    ),
+    # 1 ms per 24 kB read: usual for network-ssd, slow for nvme.
+    "slow_storage_on_nvme": (
+        replace(NORMAL, wait=0.001, storage_class="nvme"),
+        replace(NORMAL, wait=0.001, storage_class="nvme"),
+    ),
+    # Half the active time on page-cache reads (0.01 ms): busy, not storage-bound.
+    "page_cache_half_the_time": (
+        replace(NORMAL, reads=50_000, wait=0.00001, waiting=0.5, cpu=0.5),
+        replace(NORMAL, reads=50_000, wait=0.00001, waiting=0.5, cpu=0.5),
+    ),
+    # Fast per read (1 ms, usual for network-ssd), most of the time waiting, at the volume's
+    # configured 3,000 IOPS (pg_aio_storage_volume_max_operations_per_second).
+    "at_the_volume_limit": (
+        replace(NORMAL, reads=3_000, size=8192, wait=0.001, waiting=3.0, iops=3_000),
+        replace(NORMAL, reads=3_000, size=8192, wait=0.001, waiting=3.0, iops=3_000),
+    ),
+    "below_the_volume_limit": (
+        replace(NORMAL, reads=2_000, size=8192, wait=0.001, waiting=2.0, iops=3_000),
+        replace(NORMAL, reads=2_000, size=8192, wait=0.001, waiting=2.0, iops=3_000),
+    ),
 }
 
 
@@ -110,6 +149,7 @@ def per_minute(phases: tuple[Rates, Rates], value: str) -> list[float]:
             "hits": r.hits,
             "samples": 1.0,
             "waiting": r.waiting,
+            "cpu": r.cpu,
             "queue": r.queue,
             "busy": r.busy,
             "slots": float(r.workers),  # io workers seen, once a second
@@ -145,6 +185,8 @@ def input_series(target: str, phases: tuple[Rates, Rates]) -> list[dict[str, str
         ' wait_event_type="IO", wait_event="AioIoCompletion"}': "waiting",
         f'pg_aio_wait_event_samples_total{{{t}, backend_type="client backend",'
         ' wait_event_type="LWLock", wait_event="AioWorkerSubmissionQueue"}': "queue",
+        f'pg_aio_wait_event_samples_total{{{t}, backend_type="client backend",'
+        ' wait_event_type="CPU", wait_event="CPU"}': "cpu",
         f"pg_aio_io_workers{{{t}}}": "workers",
         f"pg_aio_io_worker_busy_samples_total{{{t}}}": "busy",
         f"pg_aio_io_worker_samples_total{{{t}}}": "slots",
@@ -162,6 +204,22 @@ def input_series(target: str, phases: tuple[Rates, Rates]) -> list[dict[str, str
             for name, value in series.items()
         ),
         {"series": regime, "values": f"1x{minutes}"},
+        {"series": f"pg_up{{{t}}}", "values": f"1x{minutes}"},
+        *(
+            [{"series": f"{VOLUME_IOPS}{{{t}}}", "values": f"{phases[1].iops:g}x{minutes}"}]
+            if phases[1].iops is not None
+            else []
+        ),
+        *(
+            [
+                {
+                    "series": f'{CLASS_INFO}{{{t}, storage_class="{now.storage_class}"}}',
+                    "values": f"1x{minutes}",
+                }
+            ]
+            if (now := phases[1]).storage_class is not None
+            else []
+        ),
     ]
 
 
@@ -206,6 +264,7 @@ def summary(rates: Rates, minutes: int, *, resets: tuple[float, ...] = ()) -> Su
                 ("client backend", "LWLock", "AioWorkerSubmissionQueue"): round(
                     rates.queue * samples
                 ),
+                ("client backend", "CPU", "CPU"): round(rates.cpu * samples),
             },
             io_workers=rates.workers,
             io_worker_slots=rates.workers * samples,
@@ -219,7 +278,8 @@ def expected_alerts(name: str) -> set[str]:
     before, now = SCENARIOS[name]
     # The report's window: the last ten minutes, which hold the reset of "stats_reset".
     window = summary(now, 10, resets=(1.0,) if now.reset else ())
-    report = judge(window, thresholds.load(), summary(before, BEFORE))
+    limits = replace(thresholds.load(now.storage_class), volume_max_ops=now.iops)
+    report = judge(window, limits, summary(before, BEFORE))
     return {ALERT_OF[f.id] for f in report.findings if f.id in ALERT_OF}
 
 
@@ -227,6 +287,25 @@ def test_every_mirrored_alert_is_exercised_both_ways():
     fired = {alert for name in SCENARIOS for alert in expected_alerts(name)}
     assert fired == set(ALERT_OF.values())
     assert expected_alerts("healthy") == set()
+
+
+def test_storage_classes_judge_the_same_reads_apart():
+    """4 ms per 20 kB read is slow for the default class and usual for hdd; 1 ms per 24 kB
+    read is usual for the default class and slow for nvme."""
+    both = {"PgAioReadLatencyHigh", "PgAioStorageSaturated"}
+    assert expected_alerts("slow_from_the_start") == both
+    assert expected_alerts("slow_from_the_start_on_hdd") == set()
+    assert expected_alerts("slow_storage_on_nvme") == {"PgAioReadLatencyHigh"}
+    assert "PgAioReadLatencyHigh" not in expected_alerts("slow_storage")
+
+
+def test_storage_bound_by_share_of_time_and_slow_reads():
+    assert "PgAioStorageSaturated" in expected_alerts("slow_from_the_start")
+    assert expected_alerts("page_cache_half_the_time") == set()
+    assert expected_alerts("busy_but_fast") == set()
+    assert expected_alerts("at_the_volume_limit") == {"PgAioStorageSaturated"}
+    assert expected_alerts("below_the_volume_limit") == set()
+    assert expected_alerts("almost_regression") == {"PgAioStorageSaturated"}
 
 
 def test_report_and_alerts_agree(tmp_path: Path):

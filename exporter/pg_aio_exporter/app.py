@@ -91,6 +91,11 @@ async def run_exporter(
     """Serve until cancelled or signalled; ConfigError if the address cannot be bound.
     `ready` is called once the address is bound."""
     selfmetrics = SelfMetrics()
+    for t in targets:
+        storage = t.storage
+        selfmetrics.declare_storage(
+            t.name, storage.storage_class, storage.iops, storage.bytes_per_second
+        )
     exposition = Exposition(
         selfmetrics, max_age=stale_after(options.poll_interval, options.timeout)
     )

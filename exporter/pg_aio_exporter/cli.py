@@ -19,7 +19,14 @@ from pg_aio_exporter import __version__, logs
 from pg_aio_exporter.app import Options, run_exporter
 from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.config import ConfigError
-from pg_aio_exporter.config.targets import Target, load_config, parse_duration, target_from_dsn
+from pg_aio_exporter.config.targets import (
+    STORAGE_KEYS,
+    Target,
+    load_config,
+    parse_duration,
+    storage_of,
+    target_from_dsn,
+)
 from pg_aio_exporter.config.webconfig import WebConfig, load_web_config
 from pg_aio_exporter.web.server import parse_listen_address
 
@@ -158,20 +165,55 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="an extra label on every series of the --dsn server; repeatable",
     )
+    add_storage_flags(parser)
     add_common_flags(parser, poll_default="30s")
     return parser
+
+
+def flag_names() -> list[str]:
+    return [f"--{key.replace('_', '-')}" for key in STORAGE_KEYS]
+
+
+def add_storage_flags(parser: argparse.ArgumentParser) -> None:
+    """The --dsn server's storage (a --config file's storage_class, volume_iops and
+    volume_bytes_per_second keys)."""
+    parser.add_argument(
+        "--storage-class",
+        metavar="CLASS",
+        # Not listed here: PyYAML would load at every start (RSS, docs/performance.md).
+        help="what the --dsn server's data sits on, which its reads and WAL syncs are judged by:"
+        " a storage class of thresholds.yaml (docs/runbooks.md lists them; default: its"
+        " default_storage_class)",
+    )
+    parser.add_argument(
+        "--volume-iops", metavar="N", help="the volume's IOPS limit, when known (gp3: 3000)"
+    )
+    parser.add_argument(
+        "--volume-bytes-per-second",
+        metavar="N",
+        help="the volume's throughput limit in bytes/s, when known (gp3: 131072000)",
+    )
 
 
 def targets_from(args: argparse.Namespace) -> list[Target]:
     try:
         if args.config:
-            if args.target_name is not None or args.label:
-                fail("--target-name and --label are for --dsn; a --config file names its targets")
+            given = any(getattr(args, key) is not None for key in STORAGE_KEYS)
+            if args.target_name is not None or args.label or given:
+                fail(
+                    f"--target-name, --label and {', '.join(flag_names())} are for --dsn; a"
+                    " --config file names its targets and their storage"
+                )
             return load_config(args.config)
         dsn = args.dsn or os.environ.get("DATA_SOURCE_NAME")
         if not dsn:
             fail("give --dsn, --config, or the DATA_SOURCE_NAME environment variable")
-        return [target_from_dsn(dsn, name=args.target_name, labels=label_flags(args.label))]
+        storage = storage_of({k: getattr(args, k) for k in STORAGE_KEYS}, "--dsn")
+        return [
+            target_from_dsn(
+                dsn, name=args.target_name, labels=label_flags(args.label), storage=storage
+            )
+        ]
     except ConfigError as exc:
         fail(str(exc))
 
@@ -233,6 +275,7 @@ def build_report_parser() -> argparse.ArgumentParser:
     parser.add_argument("--target", metavar="NAME", help="which target of --config to report on")
     # A --dsn target is named as the exporter names it; labels are for series, not reports.
     parser.set_defaults(target_name=None, label=[])
+    add_storage_flags(parser)
     parser.add_argument("--duration", default="2m", help="how long to watch, 10s..24h (default 2m)")
     parser.add_argument(
         "--sample-interval",

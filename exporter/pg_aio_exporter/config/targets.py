@@ -18,7 +18,7 @@ from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pg_aio_exporter.collectors import registry
-from pg_aio_exporter.config import ConfigError, key_list, libpq, read_yaml
+from pg_aio_exporter.config import ConfigError, key_list, libpq, read_yaml, storage_class_names
 from pg_aio_exporter.expose.selfmetrics import LABELS as SELF_METRIC_LABELS
 from pg_aio_exporter.redact import scrub
 
@@ -46,6 +46,16 @@ class PasswordSource:
 
 
 @dataclass(frozen=True)
+class Storage:
+    """What a target's data sits on: its storage class (thresholds.yaml storage_classes; None:
+    the default class) and, when the user knows them, the volume's own limits."""
+
+    storage_class: str | None = None
+    iops: float | None = None  # the volume's IOPS limit (gp3: 3,000 unless provisioned)
+    bytes_per_second: float | None = None  # its throughput limit (gp3: 125 MiB/s)
+
+
+@dataclass(frozen=True)
 class Target:
     """One monitored PostgreSQL server."""
 
@@ -53,6 +63,7 @@ class Target:
     conninfo: str = field(repr=False)  # may hold a password: never log or print it
     labels: dict[str, str] = field(default_factory=dict)
     password: PasswordSource | None = field(default=None, repr=False)  # argv may hold a token
+    storage: Storage = field(default_factory=Storage)
 
     @property
     def address(self) -> str:
@@ -122,14 +133,43 @@ def server_address(conninfo: str) -> str:
     return scrub(f"{host}:{get('port') or 5432}/{get('dbname') or get('user')}", conninfo)
 
 
-def target_from_dsn(dsn: str, *, name: str | None = None, labels: Any = None) -> Target:
+def target_from_dsn(
+    dsn: str, *, name: str | None = None, labels: Any = None, storage: Storage | None = None
+) -> Target:
     """The one target of --dsn. Unnamed, it is called after the server it reaches, so that a
     fleet of exporters started alike (sidecars, one Deployment per server) never share a name."""
     conninfo = normalize_dsn(dsn)
     name = server_address(conninfo) if name is None else name
     if not name.strip():
         raise ConfigError("invalid --target-name: empty")
-    return Target(name=name, conninfo=conninfo, labels=_labels(labels, name))
+    return Target(
+        name=name, conninfo=conninfo, labels=_labels(labels, name), storage=storage or Storage()
+    )
+
+
+STORAGE_KEYS = ("storage_class", "volume_iops", "volume_bytes_per_second")
+
+
+def storage_of(values: dict[str, Any], where: str) -> Storage:
+    """`storage_class`, `volume_iops` and `volume_bytes_per_second` (a config file's target
+    keys, or the flags of a --dsn target), checked."""
+    name = values.get("storage_class")
+    if name is not None and name not in (known := storage_class_names()):
+        raise ConfigError(f"{where}: storage_class {name!r} is not one of {', '.join(known)}")
+    limits: dict[str, float | None] = {}
+    for key in STORAGE_KEYS[1:]:
+        value = values.get(key)
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int | float | str):
+                raise ConfigError(f"{where}: {key} must be a positive number")
+            try:
+                value = float(value)
+            except ValueError:
+                raise ConfigError(f"{where}: {key} must be a positive number") from None
+            if not math.isfinite(value) or value <= 0:
+                raise ConfigError(f"{where}: {key} must be a positive number")
+        limits[key] = value
+    return Storage(name, limits["volume_iops"], limits["volume_bytes_per_second"])
 
 
 def _read_secret_file(path: Any, *, what: str, target: str) -> str:
@@ -177,6 +217,7 @@ def _target_from_mapping(item: Any, index: int) -> Target:
         "password_command",
         "password_command_timeout",
         "labels",
+        *STORAGE_KEYS,
     }
     if unknown:
         raise ConfigError(f"targets[{index}]: unknown key(s) {key_list(unknown)}")
@@ -200,6 +241,7 @@ def _target_from_mapping(item: Any, index: int) -> Target:
         conninfo=conninfo,
         labels=_labels(item.get("labels"), name),
         password=_password_source(item, name),
+        storage=storage_of(item, f"target {name!r}"),
     )
 
 
@@ -219,7 +261,8 @@ def _labels(labels: Any, target: str) -> dict[str, str]:
 
 
 def load_config(path: str) -> list[Target]:
-    """Read a YAML file: {targets: [{name, dsn | dsn_file, password_file?, labels?}, ...]}."""
+    """Read a YAML file: {targets: [{name, dsn | dsn_file, password_file?, labels?,
+    storage_class?, volume_iops?, volume_bytes_per_second?}, ...]}."""
     document = read_yaml(path, "config file")
     if not isinstance(document, dict) or not isinstance(document.get("targets"), list):
         raise ConfigError(f"config file {path}: expected a mapping with a 'targets' list")

@@ -23,7 +23,7 @@ from pg_aio_exporter.expose.metricset import header, number, series, value
 KINDS = ("connection", "auth", "timeout", "privilege", "query", "unsupported", "internal")
 INTERNAL = "internal"
 # Every label name of the exporter's own series (a target's extra labels must not shadow them).
-LABELS = ("collector", "kind", "le", "python_version", "target", "version")
+LABELS = ("collector", "kind", "le", "python_version", "storage_class", "target", "version")
 POLL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 SAMPLE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
@@ -206,8 +206,28 @@ class SelfMetrics:
             " a CPU limit), not a slow query.",
             ("target",),
         )
+        # What each target's data sits on, as configured (none of them when not configured:
+        # the rules and the report then judge by thresholds.yaml's default_storage_class).
+        self.storage_class = Gauge(
+            "pg_aio_storage_class_info",
+            "The target's configured storage class (storage_class, --storage-class); value 1.",
+            ("target", "storage_class"),
+        )
+        self.volume_iops = Gauge(
+            "pg_aio_storage_volume_max_operations_per_second",
+            "The target volume's IOPS limit, as configured (volume_iops).",
+            ("target",),
+        )
+        self.volume_throughput = Gauge(
+            "pg_aio_storage_volume_max_bytes_per_second",
+            "The target volume's throughput limit, as configured (volume_bytes_per_second).",
+            ("target",),
+        )
         self._families: list[_Family] = [
             build,
+            self.storage_class,
+            self.volume_iops,
+            self.volume_throughput,
             self.poll_duration,
             self.poll_errors,
             self.last_poll_success,
@@ -215,6 +235,17 @@ class SelfMetrics:
             self.sample_overruns,
             self.sample_stalls,
         ]
+
+    def declare_storage(
+        self, target: str, storage_class: str | None, iops: float | None, throughput: float | None
+    ) -> None:
+        """A target's configured storage, exported as set (each only when given)."""
+        if storage_class is not None:
+            self.storage_class.labels(target, storage_class).set(1)
+        if iops is not None:
+            self.volume_iops.labels(target).set(iops)
+        if throughput is not None:
+            self.volume_throughput.labels(target).set(throughput)
 
     def render(self) -> list[bytes]:
         """The exposition text, in chunks."""

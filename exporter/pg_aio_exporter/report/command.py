@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pg_aio_exporter.config.targets import Target
@@ -39,7 +39,12 @@ def show_progress(left: float, samples: int) -> None:
 
 
 def run_report(target: Target, options: ReportOptions) -> int:
-    limits = thresholds.load()
+    storage = target.storage
+    limits = replace(
+        thresholds.load(storage.storage_class),
+        volume_max_ops=storage.iops,
+        volume_max_bytes=storage.bytes_per_second,
+    )
     terminal = sys.stderr.isatty()
     try:
         summary = asyncio.run(

@@ -17,7 +17,7 @@ from typing import Any
 from pg_aio_exporter.collectors import settings as aio_settings
 from pg_aio_exporter.report import units
 from pg_aio_exporter.report.summary import BLOCK_BYTES, Summary
-from pg_aio_exporter.report.thresholds import SEVERITIES, Thresholds
+from pg_aio_exporter.report.thresholds import SEVERITIES, StorageClass, Thresholds
 from pg_aio_exporter.report.workload import (
     STATEMENTS,
     StatementChange,
@@ -79,6 +79,17 @@ class Context:
             return None
         return self.thresholds.allowed_seconds_per_read(figures.size_bytes)
 
+    def read_class_words(self) -> str | None:
+        """Per-read wait judged by the target's storage class, and the class it looks like:
+        "4.08 ms per 20 kB read: slow for network-ssd (up to 2.16 ms), usual for hdd"."""
+        figures = self.summary.total.figures
+        if figures is None or figures.latency_seconds is None:
+            return None
+        t, per_read, size = self.thresholds, figures.latency_seconds, figures.size_bytes
+        return f"{units.ms(per_read)} per {units.size(size)} read: " + class_words(
+            t, per_read, t.allowed_seconds_per_read(size), t.usual_for_reads(per_read, size)
+        )
+
     def baseline_seconds_per_byte(self) -> float | None:
         if self.baseline is None:
             return None
@@ -103,6 +114,19 @@ class Context:
 
 
 Check = Callable[[Context], Finding | None]
+
+
+def class_words(t: Thresholds, value: float, limit: float, usual: StorageClass | None) -> str:
+    """ "slow for network-ssd (up to 2.16 ms), usual for hdd": `value` against the target's
+    class's `limit`, and the fastest class for which it is `usual`."""
+    own = t.storage.name
+    if value <= limit:
+        said = f"usual for {own} (up to {units.ms(limit)})"
+        if usual is not None and usual.name != own:
+            said += f", as fast as {usual.name}"
+        return said
+    said = f"slow for {own} (up to {units.ms(limit)})"
+    return said + (f", usual for {usual.name}" if usual else ", slow for every storage class")
 
 
 def track_io_timing_off(ctx: Context) -> Finding | None:
@@ -170,11 +194,12 @@ def read_latency_high(ctx: Context) -> Finding | None:
     return Finding(
         "read_latency_high",
         ctx.severity("PgAioReadLatencyHigh"),
-        f"Reads wait {units.ms(per_read)} each on average, above the {units.ms(limit)} healthy"
-        " storage needs for reads of this size.",
+        f"Reads wait {ctx.read_class_words()}: above what healthy"
+        f" {ctx.thresholds.storage.name} storage needs for reads of this size.",
         {
             "seconds_per_read": per_read,
             "max_seconds_per_read": limit,
+            "storage_class": ctx.thresholds.storage.name,
             "reads_per_second": ctx.reads_per_second,
         },
         "See storage_saturated if sessions queue on reads; otherwise check the volume's"
@@ -182,37 +207,62 @@ def read_latency_high(ctx: Context) -> Finding | None:
     )
 
 
+def _at_volume_limit(ctx: Context) -> str | None:
+    """Reads running at the volume's configured IOPS or throughput limit, in words."""
+    t, total = ctx.thresholds, ctx.summary.total
+    share = t.volume_limit_share
+    if t.volume_max_ops is not None and total.reads_per_second >= share * t.volume_max_ops:
+        return (
+            f"reads run at the volume's limit ({units.rate(total.reads_per_second)} reads/s of"
+            f" {units.rate(t.volume_max_ops)} IOPS)"
+        )
+    if t.volume_max_bytes is not None and total.bytes_per_second >= share * t.volume_max_bytes:
+        return (
+            f"reads run at the volume's limit ({units.mib(total.bytes_per_second)}/s of"
+            f" {units.mib(t.volume_max_bytes)}/s)"
+        )
+    return None
+
+
 def storage_saturated(ctx: Context) -> Finding | None:
+    """Storage-bound: most of the sessions' active time waits on reads, and the reads are slow
+    for the storage class, slower than the baseline, or at the volume's limits."""
     t = ctx.thresholds
-    waiting = ctx.read_wait_sessions
-    per_byte, per_read = ctx.seconds_per_byte(), ctx.seconds_per_read()
-    if not ctx.sampled or waiting <= t.min_io_wait_sessions or not ctx.enough_reads:
+    share = ctx.summary.activity.read_wait_share(t.io_wait_events)
+    per_byte, per_read, limit = ctx.seconds_per_byte(), ctx.seconds_per_read(), ctx.latency_limit()
+    if not ctx.sampled or share is None or share <= t.min_read_wait_share:
         return None
-    if per_byte is None or per_read is None:
+    if not ctx.enough_reads or per_byte is None or per_read is None or limit is None:
         return None
     evidence: dict[str, Any] = {
-        "read_wait_sessions": waiting,
-        "min_io_wait_sessions": t.min_io_wait_sessions,
+        "read_wait_share": share,
+        "min_read_wait_share": t.min_read_wait_share,
+        "read_wait_sessions": ctx.read_wait_sessions,
         "seconds_per_read": per_read,
         "seconds_per_byte": per_byte,
         "reads_per_second": ctx.reads_per_second,
+        "storage_class": t.storage.name,
+        "max_seconds_per_read": limit,
     }
+    signals: list[str] = []
+    if per_read > limit:
+        signals.append(f"{ctx.read_class_words()}")
     baseline = ctx.baseline_seconds_per_byte()
-    if baseline is not None and baseline > 0:
+    if baseline is not None and baseline > 0 and per_byte > t.latency_factor * baseline:
         # The alert's test, with the baseline file in place of the target's own median.
-        if per_byte <= t.latency_factor * baseline:
-            return None
         evidence |= {"baseline_seconds_per_byte": baseline, "latency_factor": t.latency_factor}
-        slow = f"{units.ratio(per_byte / baseline)} the baseline's wait per MiB"
-    else:
-        limit = ctx.latency_limit()
-        if limit is None or per_read <= limit:
-            return None
-        evidence["max_seconds_per_read"] = limit
-        slow = f"{units.ms(per_read)} per read"
+        signals.append(f"{units.ratio(per_byte / baseline)} the baseline's wait per MiB")
+    at_limit = _at_volume_limit(ctx)
+    if at_limit is not None:
+        evidence |= {"volume_max_ops": t.volume_max_ops, "volume_max_bytes": t.volume_max_bytes}
+        signals.append(at_limit)
+    if not signals:
+        return None
+    evidence["signals"] = signals
     summary = (
-        f"Storage is saturated: {units.sessions(waiting)} sessions wait on reads on average,"
-        f" at {slow} ({units.per_mib(per_byte)})."
+        f"Storage is saturated (reads are storage-bound): {units.percent(share)} of active time"
+        f" waits on reads ({units.sessions(ctx.read_wait_sessions)} sessions on average),"
+        f" {'; '.join(signals)} ({units.per_mib(per_byte)})."
     )
     advice = (
         "Storage, not PostgreSQL, sets the pace: more io workers or another io_method will not"

@@ -5,17 +5,44 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from pg_aio_exporter.config import thresholds_document
+
 SEVERITIES = ("ok", "info", "warning", "critical")
+
+
+@dataclass(frozen=True)
+class StorageClass:
+    """What healthy storage of one class delivers (thresholds.yaml storage_classes)."""
+
+    name: str
+    seconds_per_read: float  # a read may wait this ...
+    bytes_per_second: float  # ... plus its size at this rate
+    seconds_per_sync: float  # a WAL sync may take this
+
+    def allowed_seconds_per_read(self, size_bytes: float) -> float:
+        return self.seconds_per_read + size_bytes / self.bytes_per_second
+
+
+def storage_classes(params: Mapping[str, Any]) -> dict[str, StorageClass]:
+    """The classes of a parameters document, fastest first (as the file lists them)."""
+    return {
+        name: StorageClass(
+            name,
+            float(c["seconds_per_read"]),
+            float(c["bytes_per_second"]),
+            float(c["seconds_per_sync"]),
+        )
+        for name, c in params["storage_classes"].items()
+    }
 
 
 @dataclass(frozen=True)
 class WriteThresholds:
     """The write side's alert thresholds (issue 23), the same numbers as the rules'."""
 
-    max_seconds_per_sync: float  # PgAioWalSyncLatencyHigh
+    max_seconds_per_sync: float  # PgAioWalSyncLatencyHigh: the storage class's seconds_per_sync
     min_syncs_per_second: float
     regression_factor: float  # PgAioWriteLatencyRegression: per-byte write time x baseline's
     min_write_ops_per_second: float
@@ -28,13 +55,13 @@ class WriteThresholds:
     latency_factor: float
 
     @classmethod
-    def from_alerts(cls, alerts: Mapping[str, Any]) -> WriteThresholds:
+    def from_alerts(cls, alerts: Mapping[str, Any], storage: StorageClass) -> WriteThresholds:
         wal = alerts["PgAioWalSyncLatencyHigh"]
         regression = alerts["PgAioWriteLatencyRegression"]
         backends = alerts["PgAioBackendsWritingBuffers"]
         saturated = alerts["PgAioStorageSaturatedByWrites"]
         return cls(
-            max_seconds_per_sync=float(wal["max_seconds_per_sync"]),
+            max_seconds_per_sync=storage.seconds_per_sync,
             min_syncs_per_second=float(wal["min_syncs_per_second"]),
             regression_factor=float(regression["factor"]),
             min_write_ops_per_second=float(regression["min_write_ops_per_second"]),
@@ -53,11 +80,11 @@ class Thresholds:
     # Alert rules (alerts/params.yaml): the same numbers, the same meaning.
     min_read_ops_per_second: float  # below this, latency is noise and nothing is judged
     regression_factor: float  # PgAioReadLatencyRegression: per-byte wait x the baseline's
-    max_seconds_per_read: float  # PgAioReadLatencyHigh: this, plus the read size at ...
-    min_bytes_per_second: float | None  # ... this rate, when set
+    storage: StorageClass  # PgAioReadLatencyHigh, PgAioWalSyncLatencyHigh: the target's class
     io_wait_events: frozenset[str]  # PgAioStorageSaturated
-    min_io_wait_sessions: float
+    min_read_wait_share: float  # share of active time waiting on reads
     latency_factor: float
+    volume_limit_share: float  # reads at this share of the volume's limits are at them
     max_utilization: float  # PgAioWorkerPoolSaturated
     max_submission_queue_sessions: float
     min_pool_share: float  # PostgreSQL 19: running io workers / io_max_workers of a pinned pool
@@ -69,28 +96,45 @@ class Thresholds:
     max_io_workers: int  # PostgreSQL's upper bound for io_workers and io_max_workers
     workload_regression_factor: float  # workload_regression: workload time x the baseline's
     writes: WriteThresholds | None = None  # None: the write side is not judged
+    # Every class, fastest first: which one the measurements look like.
+    storage_classes: Mapping[str, StorageClass] | None = None
+    # The target volume's own limits, when configured (volume_iops, volume_bytes_per_second).
+    volume_max_ops: float | None = None
+    volume_max_bytes: float | None = None
 
     def allowed_seconds_per_read(self, size_bytes: float) -> float:
         """PgAioReadLatencyHigh's limit for reads of this average size."""
-        if self.min_bytes_per_second is None:
-            return self.max_seconds_per_read
-        return self.max_seconds_per_read + size_bytes / self.min_bytes_per_second
+        return self.storage.allowed_seconds_per_read(size_bytes)
+
+    def usual_for_reads(self, seconds_per_read: float, size_bytes: float) -> StorageClass | None:
+        """The fastest class for which reads this slow are usual (None: slow for all)."""
+        for storage in (self.storage_classes or {}).values():
+            if seconds_per_read <= storage.allowed_seconds_per_read(size_bytes):
+                return storage
+        return None
+
+    def usual_for_syncs(self, seconds_per_sync: float) -> StorageClass | None:
+        """The fastest class for which WAL syncs this slow are usual (None: slow for all)."""
+        for storage in (self.storage_classes or {}).values():
+            if seconds_per_sync <= storage.seconds_per_sync:
+                return storage
+        return None
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> Thresholds:
+    def from_params(cls, params: Mapping[str, Any], storage_class: str | None = None) -> Thresholds:
+        """`storage_class` None: the document's default_storage_class."""
         alerts, report = params["alerts"], params["report"]
+        classes = storage_classes(params)
+        storage = classes[storage_class or params["default_storage_class"]]
         saturated = alerts["PgAioStorageSaturated"]
         pool = alerts["PgAioWorkerPoolSaturated"]
-        high = alerts["PgAioReadLatencyHigh"]
         return cls(
             min_read_ops_per_second=float(params["min_read_ops_per_second"]),
             regression_factor=float(alerts["PgAioReadLatencyRegression"]["factor"]),
-            max_seconds_per_read=float(high["max_seconds_per_read"]),
-            min_bytes_per_second=(
-                float(high["min_bytes_per_second"]) if "min_bytes_per_second" in high else None
-            ),
+            storage=storage,
             io_wait_events=frozenset(saturated["io_wait_events"].split("|")),
-            min_io_wait_sessions=float(saturated["min_io_wait_sessions"]),
+            min_read_wait_share=float(saturated["min_read_wait_share"]),
+            volume_limit_share=float(saturated["volume_limit_share"]),
             latency_factor=float(saturated["latency_factor"]),
             max_utilization=float(pool["max_utilization"]),
             max_submission_queue_sessions=float(pool["max_submission_queue_sessions"]),
@@ -101,14 +145,11 @@ class Thresholds:
             min_uncounted_read_sessions=float(report["min_uncounted_read_sessions"]),
             max_io_workers=int(report["max_io_workers"]),
             workload_regression_factor=float(report["workload_regression_factor"]),
-            writes=WriteThresholds.from_alerts(alerts),
+            writes=WriteThresholds.from_alerts(alerts, storage),
+            storage_classes=classes,
         )
 
 
-FILE = Path(__file__).resolve().parent.parent / "thresholds.yaml"
-
-
-def load() -> Thresholds:
-    import yaml  # noqa: PLC0415 (PyYAML only when a report is made)
-
-    return Thresholds.from_params(yaml.safe_load(FILE.read_text()))
+def load(storage_class: str | None = None) -> Thresholds:
+    """The shipped thresholds, judging storage by `storage_class` (None: the default)."""
+    return Thresholds.from_params(thresholds_document(), storage_class)

@@ -57,7 +57,7 @@ def reads(ctx: Context, found: dict[str, Finding]) -> str:
         return f"Read wait not measured (track_io_timing off): {volume}, {shape}."
     now = (
         f"Reads wait {units.per_mib(figures.seconds_per_byte)}"
-        f" ({units.ms(figures.latency_seconds)} per read); {volume}, {shape}."
+        f" ({ctx.read_class_words()}); {volume}, {shape}."
     )
     base = ctx.baseline
     before = base.total.figures if base is not None else None
@@ -113,15 +113,13 @@ def read_storage(ctx: Context, found: dict[str, Finding]) -> str:
     )
     if "reads_not_yet_counted" in found:
         return f"Not judged from counted reads: {waits}, in reads pg_stat_io has not counted yet."
-    per_read = ctx.seconds_per_read()
-    if waiting > ctx.thresholds.min_io_wait_sessions:
+    words = ctx.read_class_words()
+    if share is not None and share > ctx.thresholds.min_read_wait_share:
         return (
             f"Reads are not storage-bound, though busy: {waits}, yet each read waits"
-            f" {units.ms(per_read)}: the workload reads a lot and storage keeps up."
+            f" {words or 'an unmeasured time'}: the workload reads a lot and storage keeps up."
         )
-    return f"Reads are not storage-bound: {waits}" + (
-        f", {units.ms(per_read)} per read." if per_read is not None else "."
-    )
+    return f"Reads are not storage-bound: {waits}" + (f", {words}." if words is not None else ".")
 
 
 def io_workers(ctx: Context, found: dict[str, Finding]) -> str:

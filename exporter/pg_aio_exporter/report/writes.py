@@ -20,7 +20,7 @@ from pg_aio_exporter.collectors.intervals import (
     WriteCounters,
 )
 from pg_aio_exporter.report import units
-from pg_aio_exporter.report.findings import Context, Finding
+from pg_aio_exporter.report.findings import Context, Finding, class_words
 from pg_aio_exporter.report.summary import Activity, Summary
 from pg_aio_exporter.report.thresholds import WriteThresholds
 from pg_aio_exporter.report.written import Checkpoints, Writes
@@ -132,14 +132,17 @@ def wal_sync_latency_high(ctx: Context, j: _Judged) -> Finding | None:
         return None
     wal = j.writes.wal
     assert wal is not None
+    usual = ctx.thresholds.usual_for_syncs(latency)
     return Finding(
         "wal_sync_latency_high",
         ctx.severity("PgAioWalSyncLatencyHigh"),
-        f"WAL syncs take {units.ms(latency)} each, above {units.ms(j.t.max_seconds_per_sync)}:"
-        " every commit waits for one.",
+        f"WAL syncs take {units.ms(latency)} each: "
+        + class_words(ctx.thresholds, latency, j.t.max_seconds_per_sync, usual)
+        + ". Every commit waits for one.",
         {
             "seconds_per_sync": latency,
             "max_seconds_per_sync": j.t.max_seconds_per_sync,
+            "storage_class": ctx.thresholds.storage.name,
             "syncs_per_second": j.writes.wal_per_second(wal.syncs),
             "wal_bytes_per_second": j.writes.wal_per_second(wal.wal_bytes),
             "write_wait_sessions": j.waiting,
