@@ -91,20 +91,14 @@ def short_rules(directory: Path, override: Mapping[str, Any] = SHORT) -> list[Pa
 
 
 @contextlib.contextmanager
-def alert_stack(server: LocalServer, rules: list[Path]) -> Iterator[Stack]:
-    """The exporter (poll 1 s, sample 500 ms) and Prometheus 2 (scrape and evaluate every 1 s).
-    Samples 500 ms apart still fill a 15 s window, and on a busy machine (other jobs, four
-    clients on two cores) a sample rarely takes so long that the next is skipped."""
-    with alert_stacks(server, rules, ("2",)) as stacks:
-        yield stacks[0]
-
-
-@contextlib.contextmanager
 def alert_stacks(
     server: LocalServer, rules: list[Path], versions: Sequence[str] = ENGINES
 ) -> Iterator[list[Stack]]:
-    """alert_stack's exporter scraped by one Prometheus of each of `versions` (and by default
-    VictoriaMetrics with vmalert), side by side: one Stack per version, in order."""
+    """The exporter (poll 1 s, sample 500 ms) scraped by one Prometheus of each of `versions`
+    (and by default VictoriaMetrics with vmalert: ENGINES), side by side, each scraping and
+    evaluating every 1 s: one Stack per version, in order. Samples 500 ms apart still fill a
+    15 s window, and on a busy machine (other jobs, four clients on two cores) a sample rarely
+    takes so long that the next is skipped."""
     exporter = None
     proms: list[Prometheus] = []
     try:

@@ -1,7 +1,7 @@
 """End to end with io_method=io_uring: the session's io_uring server (conftest.uring), whose
 tables sit on a disk throttled below the system call (slowdisk.py: io_uring never calls the
-libc read that the shim slows), the exporter, and a real Prometheus with the shipped rules in
-short windows (alertstack.py).
+libc read that the shim slows), the exporter, and a real Prometheus 2 and VictoriaMetrics with
+vmalert side by side, running the shipped rules in short windows (alertstack.py).
 
 With fast storage no alert may even be pending; once the disk is throttled the latency and
 storage alerts must fire and the io worker pool alert must not (io_uring runs no io workers:
@@ -16,35 +16,41 @@ from typing import Any
 
 import pytest
 
-from alertstack import STORAGE_ALERTS, WINDOW, Stack, alert_stack, follow_storage, short_rules
+from alertstack import STORAGE_ALERTS, WINDOW, Stack, alert_stacks, follow_storage, short_rules
 from conftest import Uring
 from dashboard_stack import E2E_GLOBALS, E2E_OFFSET, ROOT, dq
+from victoriametrics import ENGINE
 
 pytestmark = pytest.mark.integration
 
 SLOW_BPS = 8 << 20
+# One engine of each kind on the one exporter: Prometheus 3 answers as Prometheus 2 does here.
+URING_ENGINES = ("2", ENGINE)
 
 
 @pytest.fixture(scope="module")
-def stack(uring: Uring, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with alert_stack(uring.server, short_rules(tmp_path_factory.mktemp("rules"))) as stack:
-        yield stack
+def stacks(uring: Uring, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Stack]]:
+    rules = short_rules(tmp_path_factory.mktemp("rules"))
+    with alert_stacks(uring.server, rules, URING_ENGINES) as stacks:
+        yield stacks
 
 
-def test_alerts_follow_throttled_storage_under_io_uring(uring: Uring, stack: Stack) -> None:
+def test_alerts_follow_throttled_storage_under_io_uring(uring: Uring, stacks: list[Stack]) -> None:
     assert uring.io_method() == "io_uring"
-    (run,) = follow_storage(
-        [stack],
+    runs = follow_storage(
+        stacks,
         slow=lambda: uring.disk.set_limit(read_bps=SLOW_BPS),
         fast=uring.disk.set_limit,
         expected=STORAGE_ALERTS,
     )
     assert uring.io_method() == "io_uring"
-    fast, slow = run.measured["fast"], run.measured["slow"]
-    assert fast["ms_per_read"] is not None and slow["ms_per_read"] is not None
-    assert slow["ms_per_read"] > 10 * fast["ms_per_read"]
-    assert slow["io_worker_utilization"] is None, "no io workers under io_uring"
-    assert slow["sessions_waiting_on_io"] is not None and slow["sessions_waiting_on_io"] > 2
+    for stack, run in zip(stacks, runs, strict=True):
+        fast, slow = run.measured["fast"], run.measured["slow"]
+        assert fast["ms_per_read"] is not None and slow["ms_per_read"] is not None, stack.name
+        assert slow["ms_per_read"] > 10 * fast["ms_per_read"], stack.name
+        assert slow["io_worker_utilization"] is None, f"{stack.name}: no io workers, io_uring"
+        waiting = slow["sessions_waiting_on_io"]
+        assert waiting is not None and waiting > 2, stack.name
 
 
 def every_value(board: dict[str, Any]) -> dict[str, str]:
@@ -56,7 +62,7 @@ def every_value(board: dict[str, Any]) -> dict[str, str]:
     return values
 
 
-def test_io_worker_panels_say_there_are_none(uring: Uring, stack: Stack) -> None:
+def test_io_worker_panels_say_there_are_none(uring: Uring, stacks: list[Stack]) -> None:
     """Every panel that reads io worker metrics returns nothing under io_uring, so Grafana
     shows its "no io workers" text, not 0 and not a blank panel."""
     assert uring.io_method() == "io_uring"
@@ -71,6 +77,8 @@ def test_io_worker_panels_say_there_are_none(uring: Uring, stack: Stack) -> None
             no_value = panel["fieldConfig"]["defaults"].get("noValue", "")
             assert no_value.startswith("no io workers"), (path.name, panel["title"])
             for expr in exprs:
-                assert stack.prometheus.query(dq.substitute(expr, values)) == [], expr
+                for stack in stacks:
+                    found = stack.prometheus.query(dq.substitute(expr, values))
+                    assert found == [], (stack.name, expr)
             checked += 1
     assert checked >= 3

@@ -7,17 +7,18 @@ checkpoint a client made.
 
 End to end on 18: pgbench's own TPC-B-like script (after pgbench -i) writes and commits, the
 write-delay shim (tests/shim/slowwrite.c) slows every fsync/fdatasync below the system call,
-the exporter and Prometheus 2 and 3 side by side run the shipped rules (short windows,
-tests/alertstack.py). A read-only run (pgbench -S) names no write problem; under a healthy
-write load no alert is even pending; with syncs slowed the WAL sync and write-saturation alerts
-fire, the report's storage verdict names writes, and its time per WAL sync is checked against
-pgbench's own stopwatch; with syncs fast again the alerts resolve. A bulk COPY/INSERT load is
-checked for its extends and WAL.
+the exporter and Prometheus 2, 3 and VictoriaMetrics with vmalert side by side run the shipped
+rules (short windows, tests/alertstack.py). A read-only run (pgbench -S) names no write
+problem; under a healthy write load no alert is even pending; with syncs slowed the WAL sync
+and write-saturation alerts fire, the report's storage verdict names writes, and its time per
+WAL sync is checked against pgbench's own stopwatch; with syncs fast again the alerts resolve.
+A bulk COPY/INSERT load is checked for its extends and WAL.
 
-Buffer writes end to end on 18, Prometheus 2 and 3 side by side: clients that must evict dirty
-buffers under a steady pgbench rate; the background writer stopped makes them write the buffers
-themselves (PgAioBackendsWritingBuffers), data-file writes slowed by the shim after a fast
-baseline make writes regress (PgAioWriteLatencyRegression); each fires, then resolves.
+Buffer writes end to end on 18, Prometheus 2, 3 and VictoriaMetrics side by side: clients that
+must evict dirty buffers under a steady pgbench rate; the background writer stopped makes them
+write the buffers themselves (PgAioBackendsWritingBuffers), data-file writes slowed by the shim
+after a fast baseline make writes regress (PgAioWriteLatencyRegression); each fires, then
+resolves.
 """
 
 from __future__ import annotations
@@ -52,7 +53,6 @@ from dashboard_stack import dq
 from harness import Exporter, Samples, labels, wait_for
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir
 from pgbins import bin_dir
-from prometheus import VERSIONS
 from slowwrite import SlowWrites
 from test_alerts_e2e_io_uring import every_value
 
@@ -291,22 +291,27 @@ WRITE_PANELS = {
 OVERVIEW = Path(__file__).resolve().parent.parent / "dashboards" / "pg-aio-overview.json"
 
 
-def empty_write_panels(stack: Stack) -> list[str]:
-    """The write row's queries that return nothing, run as Grafana would (every variable at
-    All, 1 s scrapes) against the stack's Prometheus."""
+def write_queries(rules_dir: Path) -> dict[str, str]:
+    """The write row's queries, as Grafana would run them (every variable at All, 1 s scrapes),
+    and the write side's recording rules (alert window), each by where it comes from."""
     board = json.loads(OVERVIEW.read_text())
     chosen = every_value(board)
-    queries = [q for q in dq.queries(board) if q.kind == "panel" and q.title in WRITE_PANELS]
-    assert {q.title for q in queries} == WRITE_PANELS
-    return [q.where for q in queries if not stack.prometheus.query(dq.substitute(q.expr, chosen))]
-
-
-def unrecorded(stack: Stack, rules_dir: Path) -> list[str]:
-    """The write side's recording rules (alert window) that record nothing."""
+    panels = [q for q in dq.queries(board) if q.kind == "panel" and q.title in WRITE_PANELS]
+    assert {q.title for q in panels} == WRITE_PANELS
     generator = load_generator()
     params = generator.load_params([rules_dir / "short.yaml"])
-    names = [r.name for r in generator.write_rules(params, WINDOW)]
-    return [name for name in names if not stack.prometheus.query(name)]
+    rules = [r.name for r in generator.write_rules(params, WINDOW)]
+    return {q.where: dq.substitute(q.expr, chosen) for q in panels} | {n: n for n in rules}
+
+
+def without_data(stack: Stack, queries: dict[str, str], since: float) -> set[str]:
+    """Those of `queries` (where: expression) that had no value at any second since `since`
+    (time.time()) on the stack's engine: a panel draws every step of its range, so a one-off
+    event counts wherever it shows, whichever second each engine's scrapes put it at."""
+    seconds = time.time() - since
+    return {
+        where for where, expr in queries.items() if not stack.prometheus.query_range(expr, seconds)
+    }
 
 
 def test_slow_syncs_fire_the_write_alerts_and_the_report_names_writes(
@@ -322,7 +327,7 @@ def test_slow_syncs_fire_the_write_alerts_and_the_report_names_writes(
     assert "write" not in read_only["verdict"]["storage"].lower(), read_only["verdict"]
 
     rules = short_rules(tmp_path, WRITE_SHORT)
-    with alert_stacks(server, rules, VERSIONS) as stacks, Bench(dsn, phase="fast") as bench:
+    with alert_stacks(server, rules) as stacks, Bench(dsn, phase="fast") as bench:
         starving = CpuWatch(lambda: {stacks[0].exporter.proc.pid} | set(backend_pids(dsn)))
         # The quiet phase proves something only once the alert's inputs exist.
         wait_for(
@@ -344,19 +349,21 @@ def test_slow_syncs_fire_the_write_alerts_and_the_report_names_writes(
         slowed = report(dsn)
         fired = until_firing(stacks, WRITE_ALERTS, since=slow_since)
         slow_sync = stacks[0].value(f"pg_aio_target:wal_sync_latency_seconds:rate{WINDOW}")
-        # A checkpoint: the checkpointer's buffer writes, writebacks and (slowed) fsyncs.
+        # A checkpoint: the checkpointer's buffer writes, writebacks and (slowed) fsyncs. One
+        # event, seen by a 4 s $__rate_interval for ~4 s and by a 15 s rule for ~15 s, each
+        # engine at its own scrape phase: each query is judged over the seconds since.
+        queries = write_queries(tmp_path)
+        checkpoint_at = time.time()
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("CHECKPOINT")
+        empty = {stack.name: set(queries) for stack in stacks}
         deadline = time.monotonic() + 30
-        while (
-            empty := [
-                f"{stack.name}: {where}"
-                for stack in stacks
-                for where in empty_write_panels(stack) + unrecorded(stack, tmp_path)
-            ]
-        ) and time.monotonic() < deadline:
+        while any(empty.values()) and time.monotonic() < deadline:
             time.sleep(1)
-        assert empty == [], f"write row queries or write rules without data: {empty}"
+            for stack in stacks:
+                wanted = {where: queries[where] for where in empty[stack.name]}
+                empty[stack.name] = without_data(stack, wanted, checkpoint_at)
+        assert not any(empty.values()), f"write row queries or write rules without data: {empty}"
         for seen in fired:
             assert seen["PgAioStorageSaturatedByWrites"].alert["labels"]["signal"] == "wal_sync"
 
@@ -459,12 +466,12 @@ def set_bgwriter_lru_maxpages(dsn: str, pages: int | None) -> None:
 
 
 def test_backends_writing_and_slow_writes_fire_and_resolve(tmp_path: Path) -> None:
-    """One server whose clients evict dirty buffers, one steady write load, Prometheus 2 and 3
-    side by side on one exporter. Healthy (the background writer at its defaults): no alert
-    even pending. The background writer stopped (bgwriter_lru_maxpages = 0): the clients write
-    the buffers themselves and PgAioBackendsWritingBuffers fires; reset, it resolves. Data-file
-    writes slowed 1 ms each below the system call after that fast baseline:
-    PgAioWriteLatencyRegression fires; fast again, it resolves."""
+    """One server whose clients evict dirty buffers, one steady write load, Prometheus 2, 3 and
+    VictoriaMetrics side by side on one exporter. Healthy (the background writer at its
+    defaults): no alert even pending. The background writer stopped (bgwriter_lru_maxpages =
+    0): the clients write the buffers themselves and PgAioBackendsWritingBuffers fires; reset,
+    it resolves. Data-file writes slowed 1 ms each below the system call after that fast
+    baseline: PgAioWriteLatencyRegression fires; fast again, it resolves."""
     started = time.monotonic()
     server = LocalServer.create(settings=EVICTING_SETTINGS)
     try:
@@ -474,7 +481,7 @@ def test_backends_writing_and_slow_writes_fire_and_resolve(tmp_path: Path) -> No
         pgbench("-i", "-s", EVICTING_SCALE, "-q", dsn)
         rules = short_rules(tmp_path, WRITE_SHORT)
         with (
-            alert_stacks(server, rules, VERSIONS) as stacks,
+            alert_stacks(server, rules) as stacks,
             Bench(dsn, STEADY_LOAD, "healthy") as bench,
         ):
             starving = CpuWatch(lambda: {stacks[0].exporter.proc.pid} | set(backend_pids(dsn)))
@@ -524,8 +531,9 @@ def test_backends_writing_and_slow_writes_fire_and_resolve(tmp_path: Path) -> No
         f" {[{n: f.after for n, f in s.items()} for s in fired_slow]}, resolved after"
         f" {regression_resolved} s; took {time.monotonic() - started:.0f} s"
     )
-    for at in range(len(VERSIONS)):
-        healthy, off, slowed = (measured[p][at] for p in ("healthy", "bgwriter off", "slow writes"))
+    for healthy, off, slowed in zip(
+        measured["healthy"], measured["bgwriter off"], measured["slow writes"], strict=True
+    ):
         # The background writer at its defaults keeps ahead; stopped, the clients write all.
         assert (healthy["client_share"] or 0) < 0.5 < (off["client_share"] or 0), measured
         # Judged by the shim's own delay: each slowed write waits at least that long.
