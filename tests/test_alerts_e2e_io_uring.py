@@ -1,7 +1,9 @@
 """End to end with io_method=io_uring: the session's io_uring server (conftest.uring), whose
 tables sit on a disk throttled below the system call (slowdisk.py: io_uring never calls the
-libc read that the shim slows), the exporter, and a real Prometheus 2 and VictoriaMetrics with
-vmalert side by side, running the shipped rules in short windows (alertstack.py).
+libc read that the shim slows), the exporter, and a real Prometheus 2 with the shipped rules in
+short windows (alertstack.py); `make test-vm-e2e` runs it with VictoriaMetrics and vmalert
+beside Prometheus 2 on the same exporter (the storage alerts on VictoriaMetrics are in `make
+test` by test_alerts_e2e.py; a second engine here costs CPU that `make test` has no room for).
 
 With fast storage no alert may even be pending; once the disk is throttled the latency and
 storage alerts must fire and the io worker pool alert must not (io_uring runs no io workers:
@@ -19,19 +21,22 @@ import pytest
 from alertstack import STORAGE_ALERTS, WINDOW, Stack, alert_stacks, follow_storage, short_rules
 from conftest import Uring
 from dashboard_stack import E2E_GLOBALS, E2E_OFFSET, ROOT, dq
-from victoriametrics import ENGINE
+from victoriametrics import ENGINE, engine_id
 
 pytestmark = pytest.mark.integration
 
 SLOW_BPS = 8 << 20
-# One engine of each kind on the one exporter: Prometheus 3 answers as Prometheus 2 does here.
-URING_ENGINES = ("2", ENGINE)
+# The engines on the one exporter: Prometheus 2 in `make test`, VictoriaMetrics beside it in
+# `make test-vm-e2e` (marker vm_e2e).
+URING_ENGINES = [("2",), pytest.param(("2", ENGINE), marks=pytest.mark.vm_e2e)]
 
 
-@pytest.fixture(scope="module")
-def stacks(uring: Uring, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Stack]]:
+@pytest.fixture(scope="module", params=URING_ENGINES, ids=lambda v: "+".join(map(engine_id, v)))
+def stacks(
+    request: pytest.FixtureRequest, uring: Uring, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[Stack]]:
     rules = short_rules(tmp_path_factory.mktemp("rules"))
-    with alert_stacks(uring.server, rules, URING_ENGINES) as stacks:
+    with alert_stacks(uring.server, rules, request.param) as stacks:
         yield stacks
 
 

@@ -1,7 +1,9 @@
 """End to end: the io worker pool resized under load, with io_method=worker on slow storage
-(the read-delay shim), the exporter and a real Prometheus 2 and VictoriaMetrics with vmalert
-side by side running the shipped rules with short windows (alertstack.py): quiet with three
-workers, saturated once the pool shrinks to one, on each engine."""
+(the read-delay shim), the exporter and a real Prometheus 2 running the shipped rules with
+short windows (alertstack.py): quiet with three workers, saturated once the pool shrinks to one.
+`make test-vm-e2e` runs it with VictoriaMetrics and vmalert beside Prometheus 2 on the same
+exporter (the pool alert on VictoriaMetrics is in `make test` by test_alerts_e2e.py's storage
+scenario; a second engine here costs CPU that `make test` has no room for)."""
 
 from __future__ import annotations
 
@@ -17,32 +19,35 @@ from harness import labels, set_io_workers, wait_for
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import Workload, create_table
 from slowread import ONE_IO_WORKER, SlowReads
-from victoriametrics import ENGINE
+from victoriametrics import ENGINE, engine_id
 
 pytestmark = pytest.mark.integration
 
 POOL_ALERT = "PgAioWorkerPoolSaturated"
 DELAY_US = 5000
 POOL_QUIET_SECONDS = 15
-# One engine of each kind on the one exporter: Prometheus 3 answers as Prometheus 2 does here.
-POOL_ENGINES = ("2", ENGINE)
+# The engines on the one exporter: Prometheus 2 in `make test`, VictoriaMetrics beside it in
+# `make test-vm-e2e` (marker vm_e2e).
+POOL_ENGINES = [("2",), pytest.param(("2", ENGINE), marks=pytest.mark.vm_e2e)]
 
 
 @dataclass
 class WorkerStack:
-    alerts: list[Stack]  # one per POOL_ENGINES, on one exporter
+    alerts: list[Stack]  # one per engine, on one exporter
     slow: SlowReads
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerStack]:
+@pytest.fixture(scope="module", params=POOL_ENGINES, ids=lambda v: "+".join(map(engine_id, v)))
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WorkerStack]:
     rules = short_rules(tmp_path_factory.mktemp("rules"))
     server = LocalServer.create(settings=ONE_IO_WORKER)
     try:
         slow = SlowReads(server)
         server.start()
         create_table(server.dsn(), 32)
-        with alert_stacks(server, rules, POOL_ENGINES) as alerts:
+        with alert_stacks(server, rules, request.param) as alerts:
             yield WorkerStack(alerts, slow)
     finally:
         server.destroy()
