@@ -21,6 +21,7 @@ IO_WORKER = "io worker"  # PostgreSQL 18's io_method=worker processes
 
 # --- pg_stat_io rows ---------------------------------------------------------------------------
 
+IO_LABELS = ("backend_type", "object", "context")  # the labels of a pg_stat_io row's series
 WAL_OBJECT = "wal"  # PostgreSQL 18's pg_stat_io rows of WAL I/O (object 'wal')
 
 
@@ -70,6 +71,7 @@ WRITE_OPERATIONS: Mapping[str, WriteOperation] = {
 
 # --- wait events (pg_stat_activity.wait_event_type / wait_event) -------------------------------
 
+WAIT_LABELS = ("backend_type", "wait_event_type", "wait_event")  # the sampler's wait series
 SYNC_READ = "DataFileRead"  # an IO wait: a backend reading by itself
 SUBMISSION_QUEUE = "AioWorkerSubmissionQueue"  # an LWLock: waiting to hand reads to io workers
 IO_WORKER_IDLE = ("Activity", "IoWorkerMain")  # an io worker's idle wait (type, event)

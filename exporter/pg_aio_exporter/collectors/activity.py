@@ -14,7 +14,7 @@ from typing import Any
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG10
-from pg_aio_exporter.vocabulary import CLIENT_BACKEND, IO_WORKER, IO_WORKER_IDLE
+from pg_aio_exporter.vocabulary import CLIENT_BACKEND, IO_WORKER, IO_WORKER_IDLE, WAIT_LABELS
 
 # Grouping on the server keeps the reply small and constant: its size depends on the variety
 # of states, not on the number of sessions. A process this role may not see (no pg_monitor) is
@@ -83,7 +83,7 @@ class _Window:
 class ActivityCollector:
     name = "activity"
     since = PG10
-    labels = ("backend_type", "wait_event_type", "wait_event")
+    labels = WAIT_LABELS
 
     def __init__(self) -> None:
         self.wait_events: Counter[WaitKey] = Counter()
