@@ -20,6 +20,10 @@ def without(labels: Sequence[str]) -> str:
     return f"without ({', '.join(labels)})"
 
 
+def by(labels: Sequence[str]) -> str:
+    return f"by ({', '.join(labels)})"
+
+
 def value_span(selector: str, window: str) -> str:
     """How far the value of each series of `selector` moved within `window`: above 0 when it
     changed. Not changes(): MetricsQL's (VictoriaMetrics, vmalert) counts a series' first
@@ -302,9 +306,12 @@ def backend_write_share(scope: Scope) -> Formula:
     )
 
 
-def write_wait_sessions(scope: Scope, io_events: str, lock_events: str) -> Formula:
+def write_wait_sessions(
+    scope: Scope, io_events: str, lock_events: str, grouping: str = without(WAIT_LABELS)
+) -> Formula:
     """Average sessions (io workers aside) waiting on writes: the IO wait events `io_events`
-    and the LWLock waits `lock_events` (regexes), summed per target."""
+    and the LWLock waits `lock_events` (regexes), summed per target or by `grouping` (a
+    `by (...)` or `without (...)` clause)."""
     waits = per_sample(
         scope,
         "pg_aio_wait_event_samples_total",
@@ -316,5 +323,5 @@ def write_wait_sessions(scope: Scope, io_events: str, lock_events: str) -> Formu
     return Formula(
         "write_wait_sessions",
         "average sessions waiting on writes (IO write and WAL waits, LWLock WALWrite)",
-        f"sum {without(WAIT_LABELS)} (\n{waits}\n)",
+        f"sum {grouping} (\n{waits}\n)",
     )
