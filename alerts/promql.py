@@ -1,5 +1,5 @@
 """PromQL of the pg_stat_io and sampler figures, shared by the recording rules
-(alerts/generate.py) and the dashboards (dashboards/generate.py), so that a panel and the rule
+(alerts/generate.py) and the dashboards (dashboards/figures.py), so that a panel and the rule
 of the same name compute the same thing. Standard library only.
 """
 
