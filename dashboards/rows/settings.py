@@ -28,6 +28,44 @@ def setting_stats(
     ]
 
 
+def firing_alerts() -> table.Panel:
+    """The shipped PgAio* alerts firing now, as a table."""
+    return (
+        table.Panel()
+        .title("Firing AIO alerts")
+        .description(
+            "The shipped PgAio* alerts firing now, from Prometheus' ALERTS series (every "
+            "target, so that a filter never hides an alert). Empty is the normal state."
+        )
+        .datasource(DATASOURCE)
+        .targets(
+            targets(
+                [
+                    Q(
+                        'ALERTS{alertname=~"PgAio.*", alertstate="firing"}',
+                        instant=True,
+                        table=True,
+                    )
+                ]
+            )
+        )
+        .with_transformation(
+            dm.DataTransformerConfig(
+                id_val="organize",
+                options={
+                    "excludeByName": {
+                        "Time": True,
+                        "Value": True,
+                        "__name__": True,
+                        "alertstate": True,
+                    }
+                },
+            )
+        )
+        .no_value("no PgAio alert firing")
+    )
+
+
 def panels(g: Grid) -> list[Item]:
     """Server and AIO settings."""
     return [
@@ -150,40 +188,5 @@ def panels(g: Grid) -> list[Item]:
                 ),
             ),
         ),
-        g.place(
-            table.Panel()
-            .title("Firing AIO alerts")
-            .description(
-                "The shipped PgAio* alerts firing now, from Prometheus' ALERTS series (every "
-                "target, so that a filter never hides an alert). Empty is the normal state."
-            )
-            .datasource(DATASOURCE)
-            .targets(
-                targets(
-                    [
-                        Q(
-                            'ALERTS{alertname=~"PgAio.*", alertstate="firing"}',
-                            instant=True,
-                            table=True,
-                        )
-                    ]
-                )
-            )
-            .with_transformation(
-                dm.DataTransformerConfig(
-                    id_val="organize",
-                    options={
-                        "excludeByName": {
-                            "Time": True,
-                            "Value": True,
-                            "__name__": True,
-                            "alertstate": True,
-                        }
-                    },
-                )
-            )
-            .no_value("no PgAio alert firing"),
-            12,
-            4,
-        ),
+        g.place(firing_alerts(), 12, 4),
     ]
