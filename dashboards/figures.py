@@ -11,18 +11,15 @@ function: no formula is rewritten as a string.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
 
-import promql
-import yaml
+from alerts import promql
+from alerts.generate import load_params
 
-HERE = Path(__file__).resolve().parent
-RULES = HERE.parent / "alerts"
-MIB = 1048576
+from pg_aio_exporter import thresholds
+from pg_aio_exporter.vocabulary import SUBMISSION_QUEUE
 
 # Every series of ours: the shipped rules' selector (target!="" keeps other exporters out).
-OURS = yaml.safe_load((RULES / "params.yaml").read_text())["selector"]
+OURS = load_params()["selector"]
 # Which servers the panels show: Prometheus' scrape labels, the extra labels a target may carry
 # (`labels:` / `--label`, or a Prometheus external label; add yours here), then the target. Each
 # is a multi-value variable whose "All" is a pattern (frame.py _label_values).
@@ -46,7 +43,7 @@ ROW_LEGEND = "{{target}} {{backend_type}} / {{object}} / {{context}}"
 BACKEND = 'backend_type=~"$backend_type"'
 IO_WAITS = (BACKEND, 'wait_event_type="IO"')
 # LWLocks that are waits for I/O: the io worker queue, and another backend's io_uring ring.
-QUEUE_WAITS = (BACKEND, 'wait_event=~"AioWorkerSubmissionQueue|AioUringCompletion"')
+QUEUE_WAITS = (BACKEND, f'wait_event=~"{SUBMISSION_QUEUE}|AioUringCompletion"')
 # Shown by the io worker panels when a target runs none (io_method sync or io_uring): their
 # metrics are absent then, never 0.
 NO_IO_WORKERS = "no io workers (io_method sync or io_uring)"
@@ -100,9 +97,10 @@ def relative_change(formula: Callable[[promql.Scope], str]) -> str:
     return f"(\n{now}\n)\n/\n(\n{earlier}\n)\n- 1"
 
 
-THRESHOLDS: dict[str, Any] = yaml.safe_load(
-    (HERE.parent / "exporter" / "pg_aio_exporter" / "thresholds.yaml").read_text()
-)
-WRITES_SATURATED = THRESHOLDS["alerts"]["PgAioStorageSaturatedByWrites"]
-DEFAULT_CLASS = THRESHOLDS["default_storage_class"]
-MAX_WAL_SYNC = THRESHOLDS["storage_classes"][DEFAULT_CLASS]["seconds_per_sync"]
+# The shipped thresholds, judging storage by the default storage class.
+SHIPPED = thresholds.load()
+assert SHIPPED.writes is not None  # the shipped document has the write alerts
+WRITE_WAIT_EVENTS = "|".join(SHIPPED.writes.write_wait_events)
+WRITE_LOCK_EVENTS = "|".join(SHIPPED.writes.write_lock_events)
+DEFAULT_CLASS = SHIPPED.storage.name
+MAX_WAL_SYNC = SHIPPED.storage.seconds_per_sync

@@ -8,14 +8,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import promql
-from figures import NOW, ROW_LABELS, SCRAPE_LABELS, SERVER_LABELS, servers
+from alerts import promql
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.cog import builder as cogbuilder
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as dm
-from panels import DATASOURCE, Grid, Item
 
+from dashboards.figures import NOW, ROW_LABELS, SCRAPE_LABELS, SERVER_LABELS, servers
+from dashboards.panels import DATASOURCE, Grid, Item
 from pg_aio_exporter.collectors import settings
 
 COMPARE_OFFSETS = ("1d", "7d", "30d")

@@ -1,7 +1,9 @@
 """Builds the shipped Grafana dashboards with Grafana's foundation SDK and writes them as JSON.
 
-    python dashboards/generate.py           # rewrite dashboards/*.json
-    python dashboards/generate.py --check   # exit 1 when the committed JSON is stale
+    python -m dashboards.generate           # rewrite dashboards/*.json (make dashboards)
+    python -m dashboards.generate --check   # exit 1 when the committed JSON is stale
+
+(from the repository's root, with the package installed.)
 
 The JSON files are what users import and what deploy/ provisions; this file and its siblings
 are their source: each dashboard is a list of rows (dashboards/rows/, one module per row), the
@@ -19,14 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-RULES = HERE.parent / "alerts"
-sys.path.insert(0, str(RULES))
-
-# alerts/ is not a package (the rules' formulas, shared); the siblings below import promql.
-from figures import EXTRA_LABELS  # noqa: E402
-from frame import annotation_specs, dashboard  # noqa: E402
-from rows import (  # noqa: E402
+from dashboards.figures import EXTRA_LABELS
+from dashboards.frame import annotation_specs, dashboard
+from dashboards.rows import (
     compare,
     exporter,
     reads,
@@ -38,6 +35,7 @@ from rows import (  # noqa: E402
     writes,
 )
 
+HERE = Path(__file__).resolve().parent
 OVERVIEW_FILE = HERE / "pg-aio-overview.json"
 COMPARISON_FILE = HERE / "pg-aio-comparison.json"
 
@@ -97,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             path.write_text(text)
     if stale:
-        print(f"stale: {', '.join(stale)}; run python dashboards/generate.py", file=sys.stderr)
+        print(f"stale: {', '.join(stale)}; run make dashboards", file=sys.stderr)
         return 1
     return 0
 

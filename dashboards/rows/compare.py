@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import promql
-from figures import BEFORE, IO_WAITS, MIB, NO_IO_WORKERS, io_figure
-from panels import Grid, Item
+from alerts import promql
 
-from rows.offset import change, now_vs_before
+from dashboards.figures import BEFORE, IO_WAITS, NO_IO_WORKERS, io_figure
+from dashboards.panels import Grid, Item
+from dashboards.rows.offset import change, now_vs_before
+from pg_aio_exporter.vocabulary import MIB
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@ overruns, stalls, the last successful poll)."""
 
 from __future__ import annotations
 
-from figures import SELF
-from panels import Grid, Item, Q, graph, single
+from dashboards.figures import SELF
+from dashboards.panels import Grid, Item, Q, graph, single
 
 
 def p99(histogram: str, *by: str) -> str:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import promql
-from figures import BEFORE, now_and_before, relative_change
+from alerts import promql
 from grafana_foundation_sdk.builders import stat, timeseries
-from panels import Q, graph, single
+
+from dashboards.figures import BEFORE, now_and_before, relative_change
+from dashboards.panels import Q, graph, single
 
 
 def now_vs_before(

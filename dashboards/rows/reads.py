@@ -3,8 +3,9 @@ pg_stat_io row chosen with the variables."""
 
 from __future__ import annotations
 
-from figures import MIB, OVER, ROW_LEGEND, io_figure, series
-from panels import Grid, Item, Q, graph
+from dashboards.figures import OVER, ROW_LEGEND, io_figure, series
+from dashboards.panels import Grid, Item, Q, graph
+from pg_aio_exporter.vocabulary import MIB
 
 
 def panels(g: Grid) -> list[Item]:

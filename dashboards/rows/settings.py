@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from figures import series
 from grafana_foundation_sdk.builders import stat, table
 from grafana_foundation_sdk.models import dashboard as dm
-from panels import DATASOURCE, Grid, Item, Q, single, targets
+
+from dashboards.figures import series
+from dashboards.panels import DATASOURCE, Grid, Item, Q, single, targets
 
 ON_OFF = {"0": ("off", "red"), "1": ("on", "green")}
 

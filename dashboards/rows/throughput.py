@@ -3,8 +3,8 @@ raw rates per row."""
 
 from __future__ import annotations
 
-from figures import NOW, OVER, ROW_LABELS, ROW_LEGEND, io_figure
-from panels import Grid, Item, Q, graph
+from dashboards.figures import NOW, OVER, ROW_LABELS, ROW_LEGEND, io_figure
+from dashboards.panels import Grid, Item, Q, graph
 
 
 def panels(g: Grid) -> list[Item]:

@@ -3,11 +3,12 @@ settings as steps (their changes are also annotations on every graph)."""
 
 from __future__ import annotations
 
-from figures import series
 from grafana_foundation_sdk.builders import statetimeline
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as dm
-from panels import DATASOURCE, Grid, Item, Q, graph, targets
+
+from dashboards.figures import series
+from dashboards.panels import DATASOURCE, Grid, Item, Q, graph, targets
 
 
 def panels(g: Grid) -> list[Item]:

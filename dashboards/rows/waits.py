@@ -3,9 +3,10 @@ formulas (alerts/promql.py active_sessions, io_worker_*, in_flight_depth)."""
 
 from __future__ import annotations
 
-import promql
-from figures import BACKEND, IO_WAITS, NO_IO_WORKERS, NOW, OVER, QUEUE_WAITS, series
-from panels import Grid, Item, Q, graph
+from alerts import promql
+
+from dashboards.figures import BACKEND, IO_WAITS, NO_IO_WORKERS, NOW, OVER, QUEUE_WAITS, series
+from dashboards.panels import Grid, Item, Q, graph
 
 # The io worker settings show only where io_method is worker.
 WORKER = 'io_method="worker"'

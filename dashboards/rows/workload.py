@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import promql
-from figures import BEFORE
-from panels import Grid, Item
+from alerts import promql
 
-from rows.offset import change, now_vs_before
+from dashboards.figures import BEFORE
+from dashboards.panels import Grid, Item
+from dashboards.rows.offset import change, now_vs_before
 
 WORKLOAD = (
     (

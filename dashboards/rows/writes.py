@@ -4,18 +4,20 @@
 
 from __future__ import annotations
 
-import promql
-from figures import (
+from alerts import promql
+
+from dashboards.figures import (
     DEFAULT_CLASS,
     MAX_WAL_SYNC,
-    MIB,
     NOW,
     OVER,
     ROW_LEGEND,
-    WRITES_SATURATED,
+    WRITE_LOCK_EVENTS,
+    WRITE_WAIT_EVENTS,
     write_figure,
 )
-from panels import Grid, Item, Q, graph
+from dashboards.panels import Grid, Item, Q, graph
+from pg_aio_exporter.vocabulary import MIB, WRITE_OPERATIONS
 
 # The write waits of PgAioStorageSaturatedByWrites, one series per wait event.
 BY_WAIT = promql.by(("target", "wait_event_type", "wait_event"))
@@ -24,9 +26,7 @@ BY_WAIT = promql.by(("target", "wait_event_type", "wait_event"))
 def panels(g: Grid) -> list[Item]:
     """Write time per MiB and per operation, WAL write and sync time, who writes, write waits."""
     wal = promql.wal_formulas(NOW)
-    waits = promql.write_wait_sessions(
-        NOW, WRITES_SATURATED["write_wait_events"], WRITES_SATURATED["write_lock_events"], BY_WAIT
-    )
+    waits = promql.write_wait_sessions(NOW, WRITE_WAIT_EVENTS, WRITE_LOCK_EVENTS, BY_WAIT)
     return [
         g.row("Writes: latency, WAL, who writes"),
         g.place(
@@ -53,7 +53,7 @@ def panels(g: Grid) -> list[Item]:
                 "checkpointer's fsyncs at the end of a checkpoint are the slowest.",
                 [
                     Q(write_figure(f"{op}_latency_seconds"), f"{op} {ROW_LEGEND}")
-                    for op in promql.WRITE_OPERATIONS
+                    for op in WRITE_OPERATIONS
                 ],
                 "s",
             ),

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pg_aio_exporter.collectors.activity import CLIENT
 from pg_aio_exporter.collectors.intervals import (
     NO_WRITES,
     IntervalOperation,
@@ -18,8 +17,8 @@ from pg_aio_exporter.collectors.intervals import (
     wal_figures,
     write_figures,
 )
-
-BUFFER_WRITES = ("relation", "normal")  # object, context of shared buffers written back
+from pg_aio_exporter.vocabulary import BUFFER_WRITES
+from pg_aio_exporter.vocabulary import CLIENT_BACKEND as CLIENT
 
 
 @dataclass(frozen=True)
