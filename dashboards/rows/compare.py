@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from alerts import promql
 
-from dashboards.figures import BEFORE, IO_WAITS, NO_IO_WORKERS, io_figure
+from dashboards.figures import BEFORE, IO_WAITS, NO_IO_WORKERS, ROW_LEGEND, io_figure
 from dashboards.panels import Grid, Item
 from dashboards.rows.offset import change, now_vs_before
 from pg_aio_exporter.vocabulary import MIB
@@ -155,7 +155,7 @@ def by_row(g: Grid) -> list[Item]:
                     f"{fig.what} One series per pg_stat_io row chosen with the variables.",
                     figure(fig, per_target=False),
                     fig.unit,
-                    "{{target}} {{backend_type}} / {{object}} / {{context}}",
+                    ROW_LEGEND,
                 ),
                 12,
                 8,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dashboards.figures import NOW, OVER, ROW_LABELS, ROW_LEGEND, io_figure
 from dashboards.panels import Grid, Item, Q, graph
+from pg_aio_exporter.vocabulary import WRITE_OPERATIONS
 
 
 def panels(g: Grid) -> list[Item]:
@@ -45,14 +46,11 @@ def panels(g: Grid) -> list[Item]:
                 [
                     Q(
                         f"sum by (target, backend_type, context) "
-                        f"({NOW.rate('pg_stat_io_write_bytes_total', *ROW_LABELS)})",
-                        "{{target}} write {{backend_type}} / {{context}}",
-                    ),
-                    Q(
-                        f"sum by (target, backend_type, context) "
-                        f"({NOW.rate('pg_stat_io_extend_bytes_total', *ROW_LABELS)})",
-                        "{{target}} extend {{backend_type}} / {{context}}",
-                    ),
+                        f"({NOW.rate(f'pg_stat_io_{op.bytes}_total', *ROW_LABELS)})",
+                        f"{{{{target}}}} {op.name} {{{{backend_type}}}} / {{{{context}}}}",
+                    )
+                    for op in WRITE_OPERATIONS.values()
+                    if op.bytes
                 ],
                 "Bps",
             ),
