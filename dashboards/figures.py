@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from alerts import promql
-from alerts.generate import load_params
+from alerts.generate import THRESHOLDS, load_params
 
 from pg_aio_exporter import thresholds
 from pg_aio_exporter.vocabulary import SUBMISSION_QUEUE
@@ -98,7 +98,7 @@ def relative_change(formula: Callable[[promql.Scope], str]) -> str:
 
 
 # The shipped thresholds, judging storage by the default storage class.
-SHIPPED = thresholds.load()
+SHIPPED = thresholds.load(path=THRESHOLDS)
 assert SHIPPED.writes is not None  # the shipped document has the write alerts
 WRITE_WAIT_EVENTS = "|".join(SHIPPED.writes.write_wait_events)
 WRITE_LOCK_EVENTS = "|".join(SHIPPED.writes.write_lock_events)
