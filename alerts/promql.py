@@ -1,5 +1,5 @@
 """PromQL of the pg_stat_io and sampler figures, shared by the recording rules
-(alerts/generate.py) and the dashboards (dashboards/generate.py), so that a panel and the rule
+(alerts/generate.py) and the dashboards (dashboards/figures.py), so that a panel and the rule
 of the same name compute the same thing. The names in it (operations, rows, backend types) are
 the package's vocabulary (pg_aio_exporter/vocabulary.py).
 """
@@ -29,6 +29,10 @@ def matchers(*parts: str) -> str:
 
 def without(labels: Sequence[str]) -> str:
     return f"without ({', '.join(labels)})"
+
+
+def by(labels: Sequence[str]) -> str:
+    return f"by ({', '.join(labels)})"
 
 
 def value_span(selector: str, window: str) -> str:
@@ -301,9 +305,12 @@ def backend_write_share(scope: Scope) -> Formula:
     )
 
 
-def write_wait_sessions(scope: Scope, io_events: str, lock_events: str) -> Formula:
+def write_wait_sessions(
+    scope: Scope, io_events: str, lock_events: str, grouping: str = without(WAIT_LABELS)
+) -> Formula:
     """Average sessions (io workers aside) waiting on writes: the IO wait events `io_events`
-    and the LWLock waits `lock_events` (regexes), summed per target."""
+    and the LWLock waits `lock_events` (regexes), summed per target or by `grouping` (a
+    `by (...)` or `without (...)` clause)."""
     waits = per_sample(
         scope,
         "pg_aio_wait_event_samples_total",
@@ -315,5 +322,5 @@ def write_wait_sessions(scope: Scope, io_events: str, lock_events: str) -> Formu
     return Formula(
         "write_wait_sessions",
         "average sessions waiting on writes (IO write and WAL waits, LWLock WALWrite)",
-        f"sum {without(WAIT_LABELS)} (\n{waits}\n)",
+        f"sum {grouping} (\n{waits}\n)",
     )

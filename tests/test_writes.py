@@ -280,7 +280,7 @@ def test_wal_and_checkpoints_have_the_same_names_on_every_version(
 # -- end to end on 18 ----------------------------------------------------------------------------
 
 
-# The overview dashboard's write row (dashboards/generate.py write_panels).
+# The overview dashboard's write row (dashboards/rows/writes.py).
 WRITE_PANELS = {
     "Write time per MiB",
     "Write time per operation",
