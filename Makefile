@@ -41,8 +41,10 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -m unit
 
+# Tests marked tool_only run promtool on committed files: the same work at any Python
+# dependency version, so they run once, in the main pytest phase (about 2 minutes of CPU saved).
 unit-lowest: $(LOWEST)/.installed-stamp
-	$(LOWEST)/bin/python -m pytest -m unit -p no:cacheprovider -n 2
+	$(LOWEST)/bin/python -m pytest -m "unit and not tool_only" -p no:cacheprovider -n 2
 
 system-deps:
 	scripts/system-deps.sh

@@ -79,6 +79,7 @@ def test_rule_files_are_shipped() -> None:
     assert [p.name for p in RULE_FILES] == ["pg_aio_alerts.yml", "pg_aio_recording.yml"]
 
 
+@pytest.mark.tool_only
 @pytest.mark.parametrize("version", VERSIONS, ids=lambda v: f"prometheus{v}")
 @pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
 def test_promtool_check_rules(path: Path, version: str) -> None:
@@ -86,6 +87,7 @@ def test_promtool_check_rules(path: Path, version: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.tool_only
 @pytest.mark.parametrize("version", VERSIONS, ids=lambda v: f"prometheus{v}")
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.stem)
 def test_promtool_fixtures(fixture: Path, version: str) -> None:
