@@ -236,3 +236,55 @@ def test_statements_and_db_time_disagreeing_widen_the_interval_to_hold_both():
     assert db_only is not None and db_only.time_ratio == pytest.approx(0.9)
     # Up to DB time's ratio with the statements' own precision (log sd hypot(2%, 1.25%)).
     assert high == pytest.approx(0.9 * math.exp(Z90 * math.hypot(0.02, 0.0125)))
+
+
+def closed_loop(mean_ms: float, busy: float, connected: float, transactions: float) -> Any:
+    """A 60 s window of one statement per transaction, 4000 calls with sd 5 ms (its interval
+    at the 1% floor), `busy` client sessions seen working of `connected`."""
+    return work(
+        statement(4000, mean_ms, 5),
+        transactions=transactions,
+        client_sessions=busy,
+        sampled_sessions=busy * 600,
+        session_batches=(busy,) * 10,
+        connected_sessions=connected,
+    )
+
+
+def test_a_closed_loop_interval_holds_the_clients_time_the_server_does_not_see():
+    """pgbench's probes on busy cores (the bench's 17 -> 18 worker probes missed this way): 4
+    clients always connected, statements and DB time 0.90x, yet the clients' time per
+    transaction (4 x 60 s / 4000 transactions both times: Little's law) did not move: their
+    round trips and own work grew by what the server saved. The interval reaches 1.00x and
+    claims nothing."""
+    before = closed_loop(50, busy=3.8, connected=4.0, transactions=4000)
+    after = closed_loop(45, busy=3.42, connected=4.0, transactions=4000)
+    cmp = compare_workload(before, after)
+    assert cmp is not None and cmp.time_ratio == pytest.approx(0.9)
+    low, high = cmp.interval
+    assert low < 0.9 and high >= 1.0
+    assert not cmp.margin.decided
+
+
+def test_clients_mostly_waiting_between_transactions_are_not_judged_for_them():
+    """The same statements from a pool of 100 then 150 connections, 4% then 2% busy (or
+    `pgbench -R`, whose statements' time moved 0.5x between windows where pgbench's latency
+    did not move): what the clients spend outside the server is not seen, so the interval
+    holds 1, no window length is promised, and the verdict says why (at the lower share); the
+    figure stays the server's own time. A report saved without connected sessions is judged
+    as before."""
+    before = closed_loop(50, busy=3.8, connected=100.0, transactions=4000)
+    after = closed_loop(45, busy=3.42, connected=150.0, transactions=4000)
+    cmp = compare_workload(before, after)
+    assert cmp is not None and cmp.time_ratio == pytest.approx(0.9)
+    low, high = cmp.interval
+    assert low < 0.9 and high >= 1.0 and not cmp.margin.decided
+    assert cmp.clients_wait and cmp.decisive_seconds is None
+    verdict = judge(summary(workload=after), T, summary(workload=before)).verdict.workload
+    assert "Undecided for the clients: they were working in the server 2% of" in verdict
+    assert "windows of about" not in verdict
+    unknown = replace(after, connected_sessions=None)
+    old = compare_workload(before, unknown)
+    assert old is not None and old.margin.faster and old.busy_share is None
+    saved = document.workload_from_json(document._workload(after), 600)
+    assert saved is not None and saved.connected_sessions == 150.0
