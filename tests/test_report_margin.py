@@ -288,3 +288,22 @@ def test_clients_mostly_waiting_between_transactions_are_not_judged_for_them():
     assert old is not None and old.margin.faster and old.busy_share is None
     saved = document.workload_from_json(document._workload(after), 600)
     assert saved is not None and saved.connected_sessions == 150.0
+
+
+def test_a_closed_loop_interval_holds_the_clients_time_with_its_own_error():
+    """Reads slowed 5x under 4 clients, 10 s windows (the bench's slowed probes): 1300 then 250
+    transactions. The time connected per transaction counts transactions whose counts lag at
+    the windows' ends (sqrt(2/12) s over 10 s: 4% each window), an error the statements' ±1%
+    does not share: the interval reaches the clients' ratio with that error around it, not the
+    statements' precision (pgbench's ratio sat 4% below the statements' reach in 2 of 10)."""
+    before = replace(closed_loop(30, busy=3.9, connected=4.0, transactions=1300), seconds=10.0)
+    after = replace(closed_loop(150, busy=3.9, connected=4.0, transactions=250), seconds=10.0)
+    clients = Ratio.of(after.connected_time, before.connected_time)
+    assert clients is not None and clients.value == pytest.approx(5.2)
+    assert clients.log_sd > 0.05  # the lag, twice: more than the statements' own
+    cmp = compare_workload(before, after)
+    assert cmp is not None and cmp.time_ratio == pytest.approx(5.0)
+    low, high = cmp.interval
+    assert low <= clients.interval[0] * 1.0001
+    assert high >= clients.interval[1] * 0.9999
+    assert cmp.margin.slower

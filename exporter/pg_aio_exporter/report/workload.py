@@ -355,7 +355,7 @@ def compare_workload(before: Workload | None, after: Workload | None) -> Workloa
         margin = margin.holding(Ratio(1.0, 0.0))
     else:
         loop = Ratio.of(after.connected_time, before.connected_time)
-        margin = margin if loop is None else margin.holding(loop)
+        margin = margin if loop is None else margin.holding(loop, own=True)
     return replace(compared, margin=margin, busy_share=busy)
 
 
