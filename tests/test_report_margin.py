@@ -251,19 +251,27 @@ def closed_loop(mean_ms: float, busy: float, connected: float, transactions: flo
     )
 
 
+def statements_090_clients_100(connected: tuple[float, float]) -> tuple[Any, Any, Any]:
+    """Statements and DB time 0.90x, the clients' time per transaction 1.00x (4000
+    transactions in 60 s both times), `connected` client sessions then and now: the interval
+    must hold 1 and claim nothing."""
+    before = closed_loop(50, busy=3.8, connected=connected[0], transactions=4000)
+    after = closed_loop(45, busy=3.42, connected=connected[1], transactions=4000)
+    cmp = compare_workload(before, after)
+    assert cmp is not None and cmp.time_ratio == pytest.approx(0.9)
+    low, high = cmp.interval
+    assert low < 0.9 and high >= 1.0 and not cmp.margin.decided
+    return before, after, cmp
+
+
 def test_a_closed_loop_interval_holds_the_clients_time_the_server_does_not_see():
     """pgbench's probes on busy cores (the bench's 17 -> 18 worker probes missed this way): 4
     clients always connected, statements and DB time 0.90x, yet the clients' time per
     transaction (4 x 60 s / 4000 transactions both times: Little's law) did not move: their
     round trips and own work grew by what the server saved. The interval reaches 1.00x and
     claims nothing."""
-    before = closed_loop(50, busy=3.8, connected=4.0, transactions=4000)
-    after = closed_loop(45, busy=3.42, connected=4.0, transactions=4000)
-    cmp = compare_workload(before, after)
-    assert cmp is not None and cmp.time_ratio == pytest.approx(0.9)
-    low, high = cmp.interval
-    assert low < 0.9 and high >= 1.0
-    assert not cmp.margin.decided
+    _, _, cmp = statements_090_clients_100((4.0, 4.0))
+    assert not cmp.clients_wait and cmp.busy_share == pytest.approx(3.42 / 4)
 
 
 def test_clients_mostly_waiting_between_transactions_are_not_judged_for_them():
@@ -273,12 +281,7 @@ def test_clients_mostly_waiting_between_transactions_are_not_judged_for_them():
     holds 1, no window length is promised, and the verdict says why (at the lower share); the
     figure stays the server's own time. A report saved without connected sessions is judged
     as before."""
-    before = closed_loop(50, busy=3.8, connected=100.0, transactions=4000)
-    after = closed_loop(45, busy=3.42, connected=150.0, transactions=4000)
-    cmp = compare_workload(before, after)
-    assert cmp is not None and cmp.time_ratio == pytest.approx(0.9)
-    low, high = cmp.interval
-    assert low < 0.9 and high >= 1.0 and not cmp.margin.decided
+    before, after, cmp = statements_090_clients_100((100.0, 150.0))
     assert cmp.clients_wait and cmp.decisive_seconds is None
     verdict = judge(summary(workload=after), T, summary(workload=before)).verdict.workload
     assert "Undecided for the clients: they were working in the server 2% of" in verdict
