@@ -126,7 +126,7 @@ bench-io-methods: io-uring-server
 # Workload time's 90% interval against pgbench over repeated pairs (issue 31): long (10 pairs of
 # every case: 100 windows of 10 s, about half an hour); the table goes into docs/report.md.
 bench-workload-margin: $(STAMP)
-	$(BIN)/python bench/workload_margin.py --pairs 10
+	$(BIN)/python bench/workload_margin.py --pairs 10 $(BENCH_ARGS)
 
 # Regenerate every file that derives from alerts/params.yaml: alerts/*.yml, the tables of
 # docs/alerts.md, and the PrometheusRule of deploy/kubernetes that wraps alerts/*.yml.

@@ -24,12 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from tempfile import TemporaryDirectory
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -39,7 +39,7 @@ import test_workload_time as wt
 from pg_aio_exporter import thresholds
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import ROWS_PER_MB
-from pg_aio_exporter.report.margin import Z90
+from pg_aio_exporter.report import document
 from pg_aio_exporter.report.outcome import judge
 from pg_aio_exporter.report.workload import STATEMENTS
 from slowread import SlowReads
@@ -77,8 +77,30 @@ def repeat(
             saved = out / f"{name.replace(' ', '-')}-{workload}-{i}.json"
             run = wt.measure(srv, workload, saved, args.seconds)
             runs.setdefault((name, workload), []).append(run)
-            print(f"  {name} {workload} #{i}: pgbench {run.latency * 1000:.2f} ms", flush=True)
+            load = os.getloadavg()[0]
+            # Each run as it ends, so that a partial bench can still be judged (--judge).
+            with (out / RUNS).open("a") as log:
+                log.write(json.dumps([name, workload, run.latency, saved.name, load]) + "\n")
+            ms = run.latency * 1000
+            print(f"  {name} {workload} #{i}: pgbench {ms:.2f} ms, load {load:.1f}", flush=True)
     return runs
+
+
+RUNS = "runs.jsonl"
+
+
+def reread(out: Path) -> tuple[Runs, dict[Path, float]]:
+    """The runs a bench (perhaps unfinished) logged in `out`, and the load average at each."""
+    runs: Runs = {}
+    loads: dict[Path, float] = {}
+    for line in (out / RUNS).read_text().splitlines():
+        name, workload, latency, saved, load = json.loads(line)
+        path = out / saved
+        runs.setdefault((name, workload), []).append(
+            wt.Run(latency, path, document.load_baseline(str(path)))
+        )
+        loads[path] = load
+    return runs, loads
 
 
 def measure_all(args: Any, out: Path) -> Runs:
@@ -111,7 +133,7 @@ def pairs(runs: Runs) -> Iterator[tuple[str, str, wt.Run, wt.Run]]:
         for (name, workload), after in runs.items():
             before = runs.get((before_name, workload))
             if name == after_name and before is not None:
-                for then, now in zip(before, after, strict=True):
+                for then, now in zip(before, after, strict=False):
                     yield f"{before_name} -> {after_name}", workload, then, now
     for (name, workload), same in runs.items():
         if name == "18 worker":
@@ -128,7 +150,7 @@ def judged(before: wt.Run, after: wt.Run, with_statements: bool) -> dict[str, An
         return None  # no basis, or the statements' share of DB time too low: DB time's row
     low, high = cmp.interval
     pg = after.latency / before.latency
-    margin = Z90 * cmp.margin.log_sd
+    margin = math.log(high / low) / 2  # the stated interval's half-width, in the log
     claim = "faster" if cmp.margin.faster else "slower" if cmp.margin.slower else None
     return {
         "basis": cmp.basis,
@@ -149,19 +171,22 @@ def table(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         groups.setdefault((row["case"], row["workload"], row["basis"]), []).append(row)
     lines = [
-        "| case | workload | basis | pairs | pgbench inside | claims under the margin |"
-        " wrong way | median ± | median pgbench | median report |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| case | workload | basis | pairs | pgbench inside | claims | claims under the margin |"
+        " wrong way | median ± | median pgbench | median report | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (case, workload, basis), group in sorted(groups.items()):
+        loads = sorted(x for r in group for x in r["load"])
         lines.append(
             f"| {case} | {workload} | {basis} | {len(group)}"
             f" | {sum(r['held'] for r in group)}/{len(group)}"
+            f" | {sum(r['claim'] is not None for r in group)}"
             f" | {sum(r['overclaim'] for r in group)}"
             f" | {sum(r['wrong_way'] for r in group)}"
             f" | {statistics.median(r['half_width'] for r in group) * 100:.0f}%"
             f" | {statistics.median(r['pgbench'] for r in group):.2f}"
-            f" | {statistics.median(r['report'] for r in group):.2f} |"
+            f" | {statistics.median(r['report'] for r in group):.2f}"
+            f" | {loads[0]:.1f}-{loads[-1]:.1f} |"
         )
     return "\n".join(lines)
 
@@ -173,16 +198,21 @@ def main() -> None:
     parser.add_argument("--cases", default="scan,probe,light")
     parser.add_argument("--without-17", action="store_true", help="18's cases alone")
     parser.add_argument("--slow-us", type=int, default=wt.SLOW_READ_US)
+    parser.add_argument("--keep", type=Path, default=Path("workload_margin"), help="runs' reports")
+    parser.add_argument("--judge", action="store_true", help="judge the runs kept, measure none")
     parser.add_argument("--out", type=Path, default=Path("workload_margin.jsonl"))
     args = parser.parse_args()
-    with TemporaryDirectory(prefix="workload-margin-") as tmp:
-        runs = measure_all(args, Path(tmp))
-        rows = []
-        for case, workload, before, after in pairs(runs):
-            for with_statements in (True, False):
-                row = judged(before, after, with_statements)
-                if row is not None:
-                    rows.append({"case": case, "workload": workload, **row})
+    if not args.judge:
+        args.keep.mkdir(parents=True, exist_ok=False)
+        measure_all(args, args.keep)
+    runs, loads = reread(args.keep)
+    rows = []
+    for case, workload, before, after in pairs(runs):
+        for with_statements in (True, False):
+            row = judged(before, after, with_statements)
+            if row is not None:
+                load = [loads[before.saved], loads[after.saved]]
+                rows.append({"case": case, "workload": workload, **row, "load": load})
     args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     print(table(rows))
 

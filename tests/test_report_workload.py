@@ -235,7 +235,7 @@ def test_db_time_needs_ten_workload_transactions_however_many_the_report_made(
     window = WorkloadWindow()
     window.observe_databases(_database_rows(1000.0), 0.0)
     for second in range(20):
-        window.observe_sample(second + 0.5, 2)
+        window.observe_sample(second + 0.5, 2, 2)
     window.observe_databases(_database_rows(1000.0 + 21 + workload_transactions), 20.0)
     work = window.workload(note=None)
     assert work.transactions == counted

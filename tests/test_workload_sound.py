@@ -130,7 +130,7 @@ def test_no_session_sampled_is_no_crash_and_says_so(
 def test_light_load_sampled_often_is_counted(server: LocalServer, tmp_path: Path):
     """Sampled every 100 ms: the report's own 100 transactions outnumber pgbench's; pgbench's
     are counted all the same, as many as pgbench made over the window (counts reach the view up
-    to a second late at either end)."""
+    to a second late at either end). Each sample counts pgbench's connection, idle or not."""
     bench = light_pgbench(server, tmp_path / "light.sql")
     doc, progress = under(
         bench, lambda: report(server, "--duration", "10s", "--sample-interval", "100ms")
@@ -139,6 +139,9 @@ def test_light_load_sampled_often_is_counted(server: LocalServer, tmp_path: Path
     counted = doc["workload"]["transactions"]
     assert counted is not None, doc["verdict"]["workload"]
     assert abs(counted - made) <= 2 * RATE + 2, (counted, made)
+    # pgbench's one client, connected the whole window and mostly waiting for its schedule:
+    # the time clients were connected per transaction is no measure of their latency here.
+    assert doc["workload"]["connected_sessions"] == pytest.approx(1.0, abs=0.05), doc["workload"]
 
 
 def test_statements_outlasting_the_window_are_answered_on_a_named_basis(server: LocalServer):

@@ -46,6 +46,7 @@ class ActivitySample:
     working: Counter[WaitKey] = field(default_factory=Counter)
     io_workers: int = 0
     io_workers_busy: int = 0
+    clients: int = 0  # client backends connected, working or idle
     hidden: int = 0  # processes whose details this role may not see (no pg_monitor)
 
 
@@ -71,6 +72,8 @@ def classify(rows: list[Row]) -> ActivitySample:
             continue
         if backend_type is None:
             continue  # a background worker that exited as it was read: nothing to classify
+        if backend_type == CLIENT_BACKEND:
+            sample.clients += count
         if backend_type == IO_WORKER:
             sample.io_workers += count
             if is_io_worker_busy(wait_type, wait):
@@ -96,6 +99,7 @@ class ActivityCollector:
         self.io_workers: int | None = None  # in the last sample; None: no io worker seen
         self.busy = 0
         self.slots = 0  # io workers seen, summed over samples: the utilisation denominator
+        self.clients = 0  # client backends connected, summed over samples
         self.utilization: float | None = None
         self._window = _Window()
 
@@ -111,6 +115,7 @@ class ActivityCollector:
         self.io_workers = seen.io_workers or None
         self.busy += seen.io_workers_busy
         self.slots += seen.io_workers
+        self.clients += seen.clients
         self._window.busy += seen.io_workers_busy
         self._window.slots += seen.io_workers
         if seen.hidden:
@@ -123,6 +128,7 @@ class ActivityCollector:
             "io_workers": self.io_workers,
             "io_worker_slots": self.slots,
             "io_worker_busy": self.busy,
+            "client_slots": self.clients,
         }
 
     def roll_window(self) -> None:

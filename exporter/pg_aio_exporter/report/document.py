@@ -135,6 +135,7 @@ def _workload(work: Workload | None) -> dict[str, Any] | None:
         "sampled_sessions": work.sampled_sessions,
         "session_batches": (None if work.session_batches is None else list(work.session_batches)),
         "uncounted_seconds": work.uncounted_seconds,
+        "connected_sessions": work.connected_sessions,
     }
 
 
@@ -145,6 +146,7 @@ def _workload_comparison(cmp: WorkloadComparison | None) -> dict[str, Any] | Non
         "time_ratio": cmp.time_ratio,
         "interval": list(cmp.interval),
         "decisive_seconds": cmp.decisive_seconds,
+        "busy_share": cmp.busy_share,
         "basis": cmp.basis,
         "matched_statements": cmp.matched_statements,
         "before_seconds": cmp.before,
@@ -336,6 +338,7 @@ def workload_from_json(entry: Mapping[str, Any] | None, samples: int) -> Workloa
         ),
         session_batches=None if batches is None else tuple(map(float, batches)),
         uncounted_seconds=float(entry.get("uncounted_seconds", 0.0)),
+        connected_sessions=_optional(entry.get("connected_sessions")),
     )
 
 

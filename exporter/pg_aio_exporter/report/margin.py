@@ -69,11 +69,13 @@ class Ratio:
         spread = math.exp(Z90 * self.log_sd)
         return self.value / spread, self.value * spread
 
-    def holding(self, other: Ratio) -> Ratio:
+    def holding(self, other: Ratio, *, own: bool = False) -> Ratio:
         """This ratio with an interval that also holds `other`'s value, with this one's
         precision around it: two estimates of the same change that disagree leave the client's
-        answer anywhere between them, and the other's own sampling error adds nothing."""
-        spread = math.exp(Z90 * self.log_sd)
+        answer anywhere between them, and the other's own sampling error adds nothing. `own`:
+        with the other's precision where it is the wider, for an estimate of the client's time
+        whose error this one does not share (the counts' lag at the windows' ends)."""
+        spread = math.exp(Z90 * max(self.log_sd, other.log_sd if own else 0.0))
         low, high = self.interval
         return Ratio(
             self.value,

@@ -82,6 +82,7 @@ class Recorder:
         self.answered: set[str] = set()  # the collectors read at least once in the window
         self.statements = WorkloadWindow()
         self._working = 0  # client sessions doing work, summed over every sample so far
+        self._connected = 0  # client sessions connected, summed over every sample so far
 
     def start(self) -> None:
         """Forget the reads seen so far: the window starts now. The workload's too: the
@@ -132,9 +133,12 @@ class Recorder:
         self.samples, self.totals = samples, totals
         self.answered.update(answered)
         self.series.sample(time.time() - self.origin, samples, totals)
-        working = self.activity(0.0).client_samples()
-        self.statements.observe_sample(time.time(), working - self._working)
-        self._working = working
+        activity = self.activity(0.0)
+        working, connected = activity.client_samples(), activity.client_slots
+        self.statements.observe_sample(
+            time.time(), working - self._working, connected - self._connected
+        )
+        self._working, self._connected = working, connected
 
     def not_read(self) -> tuple[str, ...]:
         """The collectors that failed and were never read in the window: their figures are not
@@ -196,6 +200,7 @@ class WorkloadWindow:
         self.work: list[tuple[pg_stat_database.DatabaseWork, float]] = []  # every read
         self.polls = 0  # polls since the window started: the report's own transactions
         self.sessions: list[tuple[float, int]] = []  # per sample: when, client sessions working
+        self.connected: list[tuple[float, int]] = []  # per sample: when, client sessions connected
 
     def observe_statements(self, rows: list[Row]) -> None:
         self.last = pg_stat_statements.statements(rows)
@@ -208,8 +213,9 @@ class WorkloadWindow:
         if work is not None:
             self.work.append((work, read_at))
 
-    def observe_sample(self, at: float, working: int) -> None:
+    def observe_sample(self, at: float, working: int, connected: int) -> None:
         self.sessions.append((at, working))
+        self.connected.append((at, connected))
 
     def statement_deltas(self) -> dict[pg_stat_statements.StatementKey, StatementWindow] | None:
         """Each statement's counts over the window, the KEPT that took most time; a statement
@@ -254,6 +260,7 @@ class WorkloadWindow:
         segments = self.segments()
         seconds = sum(until - at for at, until, _ in segments)
         within = [n for t, n in self.sessions if any(a < t <= u for a, u, _ in segments)]
+        connected = [n for t, n in self.connected if any(a < t <= u for a, u, _ in segments)]
         transactions = blocks = None
         if segments:
             own = len(segments) + len(within)
@@ -267,6 +274,7 @@ class WorkloadWindow:
             transactions=transactions,
             blocks=blocks,
             client_sessions=sum(within) / len(within) if within else None,
+            connected_sessions=sum(connected) / len(connected) if connected else None,
             statements_note=note,
             sampled_sessions=float(sum(within)),
             session_batches=batch_means(within),

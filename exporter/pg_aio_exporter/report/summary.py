@@ -120,6 +120,7 @@ class Activity:
     io_workers: int | None = None  # in the last sample; None: none could be seen
     io_worker_slots: int = 0  # io workers summed over samples
     io_worker_busy: int = 0  # busy io workers summed over samples
+    client_slots: int = 0  # client backends connected (working or idle), summed over samples
     # pg_aios handles summed over samples, by state and operation; most in one sample, by
     # operation
     in_flight: Mapping[tuple[str, str], int] = field(default_factory=dict)

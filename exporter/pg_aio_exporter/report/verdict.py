@@ -245,7 +245,15 @@ def _against(ctx: Context, cmp: WorkloadComparison) -> str:
         )
     decisive = cmp.decisive_seconds
     undecided = ""
-    if decisive is not None:
+    if cmp.clients_wait:
+        undecided = (
+            f" Undecided for the clients: they were working in the server"
+            f" {units.percent(cmp.busy_share)} of the time they were connected (they wait"
+            " between transactions: a fixed rate, a pool, think time), and what they spend"
+            " outside it (round trips, their own work and schedule) is not seen here; the ratio"
+            " is the server's own time."
+        )
+    elif decisive is not None:
         size = max(abs(cmp.time_ratio - 1), MIN_CHANGE - 1)
         undecided = (
             f" Undecided at 90%: windows of about {units.duration(decisive)} each (or repeated"

@@ -85,6 +85,9 @@ class Workload:
     # Seconds of the window left out because pg_stat_database's counts did not continue
     # (stats_reset or restart between two polls).
     uncounted_seconds: float = 0.0
+    # Client backends connected, working or idle, averaged over the samples; None: not kept
+    # (saved before it was).
+    connected_sessions: float | None = None
 
     @property
     def total(self) -> StatementCounters | None:
@@ -120,6 +123,29 @@ class Workload:
             if value > 0
             else float("inf"),
         )
+
+    @property
+    def connected_time(self) -> Estimate | None:
+        """Time clients were connected per transaction, with the error of the counts' lag and
+        the report's own transactions. Little's law: for clients that send the next
+        transaction as soon as one ends (a closed loop, such as pgbench without -R), it is the
+        client's own latency, which holds what the server cannot see (the round trip, the
+        client's own work); for clients that wait between transactions (a fixed rate, a pool's
+        idle connections) it is mostly that wait."""
+        if not self.transactions or not self.connected_sessions or self.seconds <= 0:
+            return None
+        return Estimate(
+            self.connected_sessions * self.seconds / self.transactions,
+            combine(LAG_SD / self.seconds, OWN_SLACK / self.transactions),
+        )
+
+    @property
+    def busy_share(self) -> float | None:
+        """The share of the time clients were connected that the server saw them working: near
+        1 for a closed loop, low for clients that mostly wait between transactions."""
+        if self.client_sessions is None or not self.connected_sessions:
+            return None
+        return self.client_sessions / self.connected_sessions
 
     @property
     def nothing_ended(self) -> bool:
@@ -180,6 +206,9 @@ class WorkloadComparison:
     changes: tuple[StatementChange, ...] = ()  # matched statements, the most slowed first
     matched_share: float | None = None  # share of the baseline's time the matched ones took
     seconds: float = 0.0  # the shorter window's: what a longer one is measured against
+    # The lower of the two windows' shares of connected time the clients were seen working;
+    # None: not known (a saved report without connected sessions).
+    busy_share: float | None = None
 
     @property
     def time_ratio(self) -> float:
@@ -190,10 +219,20 @@ class WorkloadComparison:
         return self.margin.interval
 
     @property
+    def clients_wait(self) -> bool:
+        """The clients waited between transactions most of the time they were connected (a
+        fixed rate, a pool, think time): what they spend outside the server (round trips, their
+        own work and schedule) is not seen and may be most of their time, so no window decides
+        faster or slower for them."""
+        return self.busy_share is not None and self.busy_share < MIN_BUSY_SHARE
+
+    @property
     def decisive_seconds(self) -> float | None:
         """How long both windows would need to be for an undecided answer to be decided;
-        None when it is decided."""
-        return None if self.margin.decided else self.margin.decisive_after(self.seconds)
+        None when it is decided, or when no window would (clients_wait)."""
+        if self.margin.decided or self.clients_wait:
+            return None
+        return self.margin.decisive_after(self.seconds)
 
     @property
     def read_wait_grew(self) -> bool | None:
@@ -279,6 +318,14 @@ def _mix_estimate(
 # Below this share of DB time in either window, execution time leaves out most of the time the
 # work took (parse, plan, commit, round trips): DB time per transaction judges instead.
 MIN_STATEMENT_SHARE = 0.5
+# From this share of their connected time working in the server (both windows), clients are
+# taken to send each transaction as soon as the last one ended (a closed loop): their time
+# connected per transaction is their own latency (Little's law), round trips and the client's
+# own work included, which the server's time leaves out. Below it they mostly wait between
+# transactions, and what they spend outside the server is not seen (bench/workload_margin.py:
+# under `pgbench -R` the server's time moved 0.2-8x between windows where pgbench's moved
+# 1.0-1.4x).
+MIN_BUSY_SHARE = 0.5
 
 
 def _statements_cover(work: Workload) -> bool:
@@ -288,8 +335,30 @@ def _statements_cover(work: Workload) -> bool:
 
 def compare_workload(before: Workload | None, after: Workload | None) -> WorkloadComparison | None:
     """Now against the baseline, by statements when both windows have them and their execution
-    time is most of DB time, else by DB time per transaction; None when neither basis is
-    there."""
+    time is most of DB time, else by DB time per transaction; None when neither basis is there.
+    What the server does not see of the clients' time: for a closed loop (clients busy in the
+    server most of the time they are connected, both windows) the interval also reaches the
+    ratio of time connected per transaction, the clients' own latency (Little's law), round
+    trips and their own work included, which on a busy client host moved by several percent.
+    Clients that mostly wait between transactions (a fixed rate, a pool, think time): their
+    time outside the server is not seen at all, and the interval holds 1 (no claim)."""
+    compared = _compare(before, after)
+    if compared is None or before is None or after is None:
+        return compared
+    shares = (before.busy_share, after.busy_share)
+    if shares[0] is None or shares[1] is None:
+        return compared
+    busy = min(shares[0], shares[1])
+    margin = compared.margin
+    if busy < MIN_BUSY_SHARE:
+        margin = margin.holding(Ratio(1.0, 0.0))
+    else:
+        loop = Ratio.of(after.connected_time, before.connected_time)
+        margin = margin if loop is None else margin.holding(loop, own=True)
+    return replace(compared, margin=margin, busy_share=busy)
+
+
+def _compare(before: Workload | None, after: Workload | None) -> WorkloadComparison | None:
     if before is None or after is None:
         return None
     by_statements = _by_statements(before, after)
