@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pg_aio_exporter.config import thresholds_document
+from pg_aio_exporter.report.side import BaselineSettings
 
 SEVERITIES = ("ok", "info", "warning", "critical")
 
@@ -53,6 +54,11 @@ class WriteThresholds:
     write_lock_events: frozenset[str]  # ... and LWLock waits
     min_write_wait_sessions: float
     latency_factor: float
+
+    @property
+    def baseline(self) -> BaselineSettings:
+        """The write side's own baseline settings (its regression and saturation alerts')."""
+        return BaselineSettings(self.regression_factor, self.latency_factor)
 
     @classmethod
     def from_alerts(cls, alerts: Mapping[str, Any], storage: StorageClass) -> WriteThresholds:
@@ -101,6 +107,11 @@ class Thresholds:
     # The target volume's own limits, when configured (volume_iops, volume_bytes_per_second).
     volume_max_ops: float | None = None
     volume_max_bytes: float | None = None
+
+    @property
+    def baseline(self) -> BaselineSettings:
+        """The read side's own baseline settings (its regression and saturation alerts')."""
+        return BaselineSettings(self.regression_factor, self.latency_factor)
 
     def allowed_seconds_per_read(self, size_bytes: float) -> float:
         """PgAioReadLatencyHigh's limit for reads of this average size."""
