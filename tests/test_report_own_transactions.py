@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 import pgbins
+from pg_aio_exporter.collectors.pg_stat_database import own_flush
 from pg_aio_exporter.config.targets import target_from_dsn
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
@@ -50,7 +51,7 @@ def test_every_round_trip_is_counted_when_it_returns(quiet: LocalServer):
         poll_interval=30,
         sample_interval=0.1,
         timeout=5,
-        flush_own_stats=True,
+        closing_statement=own_flush,
     )
     with psycopg.connect(quiet.dsn(dbname="template1"), autocommit=True) as reader:
 

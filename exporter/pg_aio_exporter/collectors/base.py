@@ -45,6 +45,15 @@ class MayBeAbsent(Protocol):
         """Why the view is not there, when `exc` says so; None for a real failure."""
 
 
+@runtime_checkable
+class Snapshots(Protocol):
+    """A poll collector whose view the report reads: its rows as one domain object (the
+    view's snapshot type), which the worker hands its tap."""
+
+    def snapshot(self, rows: list[Row]) -> object | None:
+        """This poll's rows as the view's snapshot; None when they make none."""
+
+
 class SampleCollector(Collector, Protocol):
     """Read every sample interval (default 1 s): point-in-time views, counted over samples.
 

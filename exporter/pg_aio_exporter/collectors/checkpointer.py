@@ -11,6 +11,8 @@ maxwritten_clean counts background writer rounds stopped at bgwriter_lru_maxpage
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG10, PG17
@@ -75,6 +77,18 @@ COUNTERS = (
 COLUMNS = tuple(column for _, column, _, _ in COUNTERS)
 
 
+@dataclass(frozen=True)
+class CheckpointerCounts:
+    """The view's snapshot: the counts the report's write side reads."""
+
+    timed: float
+    requested: float
+    buffers_written: float
+    buffers_clean: float
+    maxwritten_clean: float
+    start_time: float  # postmaster start: counts of two restarts do not subtract
+
+
 class CheckpointerCollector:
     name = "checkpointer"
     labels = ()
@@ -82,6 +96,12 @@ class CheckpointerCollector:
 
     def query(self, version_num: int) -> str | None:
         return SQL_17 if version_num >= PG17 else SQL_BEFORE_17
+
+    def snapshot(self, rows: list[Row]) -> CheckpointerCounts | None:
+        if not rows:
+            return None
+        row = rows[0]
+        return CheckpointerCounts(**{f: row[f] for f in CheckpointerCounts.__dataclass_fields__})
 
     def collect(self, rows: list[Row], out: MetricSet) -> None:
         for metric, column, doc, scale in COUNTERS:

@@ -81,6 +81,9 @@ class PgStatDatabaseCollector:
     def query(self, version_num: int) -> str | None:
         return SQL
 
+    def snapshot(self, rows: list[Row]) -> DatabaseWork | None:
+        return database_work(rows)
+
     def collect(self, rows: list[Row], out: MetricSet) -> None:
         for row in rows:
             for column, metric, doc in COUNTERS:

@@ -110,6 +110,9 @@ class PgStatIoCollector:
             " FROM pg_stat_io"
         )
 
+    def snapshot(self, rows: list[Row]) -> Snapshot | None:
+        return read_snapshot(rows)
+
     def collect(self, rows: list[Row], out: MetricSet) -> None:
         for row in rows:
             labels = {

@@ -217,6 +217,12 @@ class PgStatStatementsCollector:
     def absent(self, exc: Exception) -> str | None:
         return absent_reason(exc)
 
+    def snapshot(self, rows: list[Row]) -> Statements | None:
+        """The report's per-statement view of this poll (None from the totals' rows)."""
+        if not self.per_statement:
+            return None
+        return Statements(statements(rows), hidden(rows))
+
     def collect(self, rows: list[Row], out: MetricSet) -> None:
         now: dict[_Key, StatementCounters] = {}
         grown = NO_STATEMENTS
@@ -280,3 +286,12 @@ def statements(rows: list[Row]) -> dict[StatementKey, Statement]:
 def hidden(rows: list[Row]) -> int:
     """Statements whose text this role may not see (it needs pg_read_all_stats)."""
     return sum(1 for row in rows if row["query"] in (None, HIDDEN_TEXT))
+
+
+@dataclass(frozen=True)
+class Statements:
+    """The view's snapshot for the report: one poll's statements by key, and how many this
+    role could not see."""
+
+    by_key: dict[StatementKey, Statement]
+    hidden: int

@@ -116,6 +116,9 @@ class PgStatWalCollector:
             return None
         return SQL_18 if version_num >= PG18 else SQL_BEFORE_18
 
+    def snapshot(self, rows: list[Row]) -> WalSnapshot | None:
+        return wal_snapshot(rows)
+
     def collect(self, rows: list[Row], out: MetricSet) -> None:
         snapshot = wal_snapshot(rows)
         if snapshot is None:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pg_aio_exporter.collectors.activity import CLIENT
+from pg_aio_exporter.collectors.checkpointer import CheckpointerCounts
 from pg_aio_exporter.collectors.intervals import (
     NO_WRITES,
     IntervalOperation,
@@ -35,12 +36,11 @@ class Checkpoints:
     maxwritten_clean: float  # background writer rounds stopped at bgwriter_lru_maxpages
 
     @classmethod
-    def between(cls, first: Mapping[str, float], last: Mapping[str, float]) -> Checkpoints | None:
+    def between(cls, first: CheckpointerCounts, last: CheckpointerCounts) -> Checkpoints | None:
         """last - first, None across a restart or a reset (a counter went backwards)."""
-        if first["start_time"] != last["start_time"]:
+        if first.start_time != last.start_time:
             return None
-        names = ("timed", "requested", "buffers_written", "buffers_clean", "maxwritten_clean")
-        delta = [last[n] - first[n] for n in names]
+        delta = [getattr(last, n) - getattr(first, n) for n in cls.__dataclass_fields__]
         return cls(*delta) if min(delta) >= 0 else None
 
 
