@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from pg_aio_exporter.collectors.base import Row
+from pg_aio_exporter.collectors.base import Counter, Row
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG13, PG14, PG17
 
@@ -157,13 +157,15 @@ def absent_reason(exc: Exception) -> str | None:
     return None
 
 
+# Served from the totals of StatementCounters, whose fields are the columns here (counters()
+# turns the SQL's into base units).
 COUNTERS = (
-    ("calls", f"{PREFIX}_calls", "Statements executed (top level)."),
-    ("exec_seconds", f"{PREFIX}_exec_seconds", "Time statements spent executing."),
-    ("rows", f"{PREFIX}_rows", "Rows statements returned or affected."),
-    ("blocks_read", f"{PREFIX}_shared_blocks_read", "Shared blocks statements read."),
-    ("blocks_hit", f"{PREFIX}_shared_blocks_hit", "Shared blocks found in the buffers."),
-    (
+    Counter("calls", f"{PREFIX}_calls", "Statements executed (top level)."),
+    Counter("exec_seconds", f"{PREFIX}_exec_seconds", "Time statements spent executing."),
+    Counter("rows", f"{PREFIX}_rows", "Rows statements returned or affected."),
+    Counter("blocks_read", f"{PREFIX}_shared_blocks_read", "Shared blocks statements read."),
+    Counter("blocks_hit", f"{PREFIX}_shared_blocks_hit", "Shared blocks found in the buffers."),
+    Counter(
         "read_seconds",
         f"{PREFIX}_shared_block_read_seconds",
         "Time statements waited on shared block reads; needs track_io_timing.",
@@ -233,8 +235,8 @@ class PgStatStatementsCollector:
             grown += counted if since.went_back else since
             now[key] = counted
         totals = self._totals + grown
-        for field, metric, doc in COUNTERS:
-            out.counter(metric, doc, getattr(totals, field))
+        for counter in COUNTERS:
+            counter.publish(getattr(totals, counter.column), out)
         out.gauge(
             f"{PREFIX}_entries",
             "Statements pg_stat_statements holds (pg_stat_statements.max bounds it).",
