@@ -96,11 +96,11 @@ test-vmalert-history: $(STAMP) victoriametrics
 
 # Rewrite dashboards/*.json from dashboards/generate.py (the tests fail while they differ).
 dashboards: $(STAMP)
-	$(BIN)/python dashboards/generate.py
+	$(BIN)/python -m dashboards.generate
 
 # The README pictures in docs/img/, drawn from real runs (about 9 minutes).
 screenshots: $(STAMP)
-	$(BIN)/python dashboards/render_pictures.py
+	$(BIN)/python -m dashboards.render_pictures
 	$(BIN)/python scripts/report_picture.py
 
 # Performance figures of README "Performance" and docs/report.md (~20 minutes; not part of `make test`).
@@ -123,7 +123,7 @@ bench-workload-margin: $(STAMP)
 # Regenerate every file that derives from alerts/params.yaml: alerts/*.yml, the tables of
 # docs/alerts.md, and the PrometheusRule of deploy/kubernetes that wraps alerts/*.yml.
 rules: $(STAMP)
-	$(BIN)/python alerts/generate.py
+	$(BIN)/python -m alerts.generate
 	$(BIN)/python deploy/kubernetes/generate_prometheusrule.py
 
 clean:

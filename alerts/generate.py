@@ -1,16 +1,17 @@
-#!/usr/bin/env python3
 """Render the Prometheus recording and alerting rules of pg_aio_exporter from alerts/params.yaml.
 
-    python alerts/generate.py [--params OVERRIDE.yaml ...] [--out DIR] [--no-docs]
+    python -m alerts.generate [--params OVERRIDE.yaml ...] [--out DIR] [--no-docs]
+
+(from the repository's root, with the package installed: `make rules`)
 
 Writes DIR/pg_aio_recording.yml and DIR/pg_aio_alerts.yml (default DIR: alerts/) and, unless
 --no-docs or --out points elsewhere, the generated tables of docs/alerts.md. The output is
 plain PromQL for Prometheus 2.x and vmalert; the committed files are this script's output
 for the shipped params.yaml (a test fails on drift).
 
-Reads exporter/pg_aio_exporter/thresholds.yaml too: the thresholds the rules share with
-`pg-aio-exporter report`. Depends on PyYAML and promql.py beside it (the formulas the dashboards
-share) only, so it runs outside the project's virtualenv.
+Reads exporter/pg_aio_exporter/thresholds.yaml too, through the package's loader
+(pg_aio_exporter.thresholds): the thresholds the rules share with `pg-aio-exporter report`.
+The formulas are promql.py's, which the dashboards share.
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from promql import (
-    WAIT_LABELS,
+
+from alerts.promql import (
+    CLIENT_BACKEND,
+    NOT_IO_WORKER,
     Scope,
     active_sessions,
     backend_write_share,
+    buffer_writes,
     in_flight_bytes,
     in_flight_depth,
     io_formulas,
@@ -42,13 +46,14 @@ from promql import (
     write_formulas,
     write_wait_sessions,
 )
-
+from pg_aio_exporter import thresholds
 from pg_aio_exporter.collectors import settings as aio_settings
+from pg_aio_exporter.vocabulary import SUBMISSION_QUEUE, WAIT_LABELS
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PARAMS = HERE / "params.yaml"
 # The thresholds the rules share with `pg-aio-exporter report`, shipped in the package.
-THRESHOLDS = HERE.parent / "exporter" / "pg_aio_exporter" / "thresholds.yaml"
+THRESHOLDS = thresholds.PATH
 REPORT_ONLY = "report"  # the section of THRESHOLDS that no rule reads
 DOC = HERE.parent / "docs" / "alerts.md"
 RECORDING_FILE = "pg_aio_recording.yml"
@@ -105,12 +110,18 @@ def union(base: Any, extra: Any, where: str = "") -> Any:
 
 
 def load_params(overrides: Sequence[Path] = ()) -> Params:
-    thresholds = yaml.safe_load(THRESHOLDS.read_text())
-    thresholds.pop(REPORT_ONLY)
-    params: Params = union(yaml.safe_load(DEFAULT_PARAMS.read_text()), thresholds)
+    shipped = thresholds.document()
+    report_only = shipped.pop(REPORT_ONLY)
+    params: Params = union(yaml.safe_load(DEFAULT_PARAMS.read_text()), shipped)
     for path in overrides:
         params = merge(params, yaml.safe_load(path.read_text()) or {})
-    return validate(derive_windows(params))
+    params = validate(derive_windows(params))
+    # The rules render the numbers as written (3, not 3.0); the typed form checks them.
+    try:
+        thresholds.Thresholds.from_params({**params, REPORT_ONLY: report_only})
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ParamsError(f"thresholds: {type(exc).__name__}: {exc}") from None
+    return params
 
 
 def seconds(duration: str) -> float:
@@ -263,7 +274,7 @@ def regime_rules(params: Params) -> list[Recording]:
                 f"* ignoring ({', '.join(REGIME_LABELS)}) group_left"
                 f" ({', '.join(REGIME_LABELS)})\n{REGIME}",
             )
-            for what, meaning in (("read", "read wait"), ("write", "buffer write time"))
+            for what, meaning in ((side.what, side.measure) for side in SIDES)
         ),
     ]
 
@@ -365,14 +376,30 @@ def traffic_guard(params: Params) -> str:
     )
 
 
-def latency_vs_baseline(params: Params, what: str = "read") -> str:
+@dataclass(frozen=True)
+class Side:
+    """Reads or writes as the regression rules see them: a time per byte compared with the
+    target's own baseline, by the settings of the side's own regression alert (factor,
+    baseline_window, baseline_quantile), with guards that keep the comparison meaningful."""
+
+    what: str  # read, write: the recording rules' prefix
+    measure: str  # what is compared, in words
+    regression: str  # the side's regression alert
+    title: str  # the regression alert's summary: "<title> latency per byte ..."
+    figure: str  # its description: "<figure> per byte over the last ..."
+    cause: str  # its description's end, after the threshold
+    guards: Callable[[Params], list[str]]  # conditions and-ed to the regression
+    guard_words: Callable[[Params], str]  # the same for docs/alerts.md
+
+
+def latency_vs_baseline(params: Params, side: Side) -> str:
     """Per-byte read (or write) latency divided by the target's own baseline (a ratio, 1 = as
     usual)."""
-    regression = params["alerts"]["PgAioReadLatencyRegression"]
+    regression = params["alerts"][side.regression]
     # Within the regime (major version and io_method): after an upgrade or a switch of
     # io_method, the series of the new regime starts with no past, so 18 is never held against
     # 17's wait per byte (regime_rules).
-    per_byte = regime_series(params, what)
+    per_byte = regime_series(params, side.what)
     baseline = (
         f"quantile_over_time({regression['baseline_quantile']}, "
         f"{per_byte}[{regression['baseline_window']}])"
@@ -383,8 +410,8 @@ def latency_vs_baseline(params: Params, what: str = "read") -> str:
     )
 
 
-def baseline_words(params: Params) -> str:
-    regression = params["alerts"]["PgAioReadLatencyRegression"]
+def baseline_words(params: Params, side: Side) -> str:
+    regression = params["alerts"][side.regression]
     quantile = regression["baseline_quantile"]
     what = "median" if quantile == 0.5 else f"{quantile} quantile"
     return (
@@ -397,22 +424,24 @@ def guard_words(params: Params) -> str:
     return f"at >= {params['min_read_ops_per_second']} reads/s"
 
 
-def read_latency_regression(params: Params, p: Params) -> Alert:
-    return Alert(
-        expr=f"(\n{indent(latency_vs_baseline(params))}\n) > {p['factor']}\n"
-        f"and\n{traffic_guard(params)}",
-        summary="Read latency per byte on {{ $labels.target }} is {{ $value | humanize }}x "
-        "its usual level.",
-        description="Read wait time per byte over the last "
-        f"{params['alert_window']} is {{{{ $value | humanize }}}} times {baseline_words(params)}"
-        " (threshold "
-        f"{p['factor']}x). Measured per byte, so larger combined reads do not trigger this, and"
-        " within one major version and io_method; an upgrade or a switch of io_method starts a"
-        " fresh baseline (read wait is no measure of speed across them); storage or contention"
-        " got slower.",
-        condition=f"read wait per byte ({params['alert_window']}) > {p['factor']} x "
-        f"{baseline_words(params)}, {guard_words(params)}",
-    )
+def latency_regression(side: Side) -> Callable[[Params, Params], Alert]:
+    """The regression alert of a side: its time per byte above factor x its own baseline."""
+
+    def build(params: Params, p: Params) -> Alert:
+        baseline = baseline_words(params, side)
+        return Alert(
+            expr=f"(\n{indent(latency_vs_baseline(params, side))}\n) > {p['factor']}\nand\n"
+            + "\nand\n".join(side.guards(params)),
+            summary=f"{side.title} latency per byte on {{{{ $labels.target }}}} is "
+            "{{ $value | humanize }}x its usual level.",
+            description=f"{side.figure} per byte over the last {params['alert_window']} is "
+            f"{{{{ $value | humanize }}}} times {baseline} (threshold {p['factor']}x)"
+            f"{side.cause}",
+            condition=f"{side.measure} per byte ({params['alert_window']}) > {p['factor']} x "
+            f"{baseline}, {side.guard_words(params)}",
+        )
+
+    return build
 
 
 def read_allowance(params: Params) -> str:
@@ -462,7 +491,7 @@ VOLUME_LIMITS = {
 def read_wait_share(params: Params, p: Params) -> str:
     """Share of the sessions' active time (io workers aside) spent waiting on reads."""
     sessions = rec(params, "pg_aio:active_sessions")
-    clients = 'backend_type!="io worker"'
+    clients = NOT_IO_WORKER
     reads = f'{{wait_event_type="IO", wait_event=~"{p["io_wait_events"]}", {clients}}}'
     return (
         f"sum {without(WAIT_LABELS)} (\n  {sessions}{reads}\n)\n/\n"
@@ -480,7 +509,7 @@ def slow_reads(params: Params, p: Params) -> str:
     ]
     return "\nor\n".join(
         [
-            f"(\n{indent(latency_vs_baseline(params))}\n) > {p['latency_factor']}",
+            f"(\n{indent(latency_vs_baseline(params, READS))}\n) > {p['latency_factor']}",
             f"{rec(params, 'pg_aio_target:read_latency_seconds')}\n  >\n  {read_allowance(params)}",
             *at_limit,
         ]
@@ -496,12 +525,12 @@ def storage_saturated(params: Params, p: Params) -> Alert:
         description="Sessions spent {{ $value | humanizePercentage }} of their active time "
         f"waiting on reads ({p['io_wait_events']}) over the last {params['alert_window']}, "
         "while the reads are slow for the target's storage class, slower per byte than "
-        f"{p['latency_factor']}x {baseline_words(params)}, or at the volume's configured "
+        f"{p['latency_factor']}x {baseline_words(params, READS)}, or at the volume's configured "
         "limits: storage sets the pace.",
         condition=f"share of active time (io workers excluded) waiting on "
         f"IO/{{{p['io_wait_events']}}} > {p['min_read_wait_share']}, and reads slow: wait "
         "per read above PgAioReadLatencyHigh's limit, or wait per byte > "
-        f"{p['latency_factor']} x {baseline_words(params)}, or reads/s or bytes/s >= "
+        f"{p['latency_factor']} x {baseline_words(params, READS)}, or reads/s or bytes/s >= "
         f"{p['volume_limit_share']} x the volume's configured limits; {guard_words(params)}",
     )
 
@@ -510,7 +539,7 @@ def worker_pool_saturated(params: Params, p: Params) -> Alert:
     utilization = rec(params, "pg_aio:io_worker_utilization")
     queue = (
         rec(params, "pg_aio:active_sessions")
-        + '{wait_event_type="LWLock", wait_event="AioWorkerSubmissionQueue"}'
+        + f'{{wait_event_type="LWLock", wait_event="{SUBMISSION_QUEUE}"}}'
     )
     busy = f"{utilization} > {p['max_utilization']}"
     queueing = f"sum {without(WAIT_LABELS)} ({queue})\n  > {p['max_submission_queue_sessions']}"
@@ -576,36 +605,45 @@ def slower_than_page_cache(params: Params) -> str:
     return f"{rec(params, 'pg_aio_target:write_latency_seconds')} > {floor}"
 
 
-def write_latency_regression(params: Params, p: Params) -> Alert:
-    return Alert(
-        expr=f"(\n{indent(latency_vs_baseline(params, 'write'))}\n) > {p['factor']}\n"
-        f"and\n{write_guard(params)}\nand\n{slower_than_page_cache(params)}",
-        summary="Write latency per byte on {{ $labels.target }} is {{ $value | humanize }}x "
-        "its usual level.",
-        description="Buffer write time per byte over the last "
-        f"{params['alert_window']} is {{{{ $value | humanize }}}} times {baseline_words(params)}"
-        f" (threshold {p['factor']}x): the volume takes longer to absorb writes (dirty page "
-        "throttling, a saturated or throttled device).",
-        condition=f"buffer write time per byte ({params['alert_window']}) > {p['factor']} x "
-        f"{baseline_words(params)}, at >= {p['min_write_ops_per_second']} writes/s taking > "
-        f"{p['min_seconds_per_write']} s each",
+def write_guard_words(params: Params) -> str:
+    p = params["alerts"]["PgAioWriteLatencyRegression"]
+    return (
+        f"at >= {p['min_write_ops_per_second']} writes/s taking > {p['min_seconds_per_write']} s"
+        " each"
     )
+
+
+READS = Side(
+    what="read",
+    measure="read wait",
+    regression="PgAioReadLatencyRegression",
+    title="Read",
+    figure="Read wait time",
+    cause=". Measured per byte, so larger combined reads do not trigger this, and within one"
+    " major version and io_method; an upgrade or a switch of io_method starts a fresh baseline"
+    " (read wait is no measure of speed across them); storage or contention got slower.",
+    guards=lambda params: [traffic_guard(params)],
+    guard_words=guard_words,
+)
+WRITES = Side(
+    what="write",
+    measure="buffer write time",
+    regression="PgAioWriteLatencyRegression",
+    title="Write",
+    figure="Buffer write time",
+    cause=": the volume takes longer to absorb writes (dirty page throttling, a saturated or"
+    " throttled device).",
+    guards=lambda params: [write_guard(params), slower_than_page_cache(params)],
+    guard_words=write_guard_words,
+)
+SIDES = (READS, WRITES)
 
 
 def backends_writing_buffers(params: Params, p: Params) -> Alert:
     share = rec(params, "pg_aio_target:backend_write_share")
     # The clients' own rate, from the same rows the share counts.
     scope = Scope(params["selector"], params["alert_window"])
-    clients = (
-        f"sum {without(('backend_type', 'object', 'context'))} ("
-        + scope.rate(
-            "pg_stat_io_writes_total",
-            'object="relation"',
-            'context="normal"',
-            'backend_type="client backend"',
-        )
-        + ")"
-    )
+    clients = buffer_writes(scope, CLIENT_BACKEND)
     return Alert(
         expr=f"{share} > {p['max_backend_share']}\nand\n{clients} >= "
         f"{p['min_backend_writes_per_second']}",
@@ -631,7 +669,7 @@ def storage_saturated_by_writes(params: Params, p: Params) -> Alert:
     # waiting: the symptoms (x 0) lend their labels, the waiting sessions their value.
     return Alert(
         expr=f'(\n  label_replace({slow_sync}, "signal", "wal_sync", "", "")\n'
-        f"  or\n  label_replace(\n    (\n{indent(latency_vs_baseline(params, 'write'), 6)}\n    )"
+        f"  or\n  label_replace(\n    (\n{indent(latency_vs_baseline(params, WRITES), 6)}\n    )"
         f" > {p['latency_factor']}\n    and\n    {slower_than_page_cache(params)},\n"
         '    "signal", "write_latency", "", ""\n  )\n) * 0\n'
         f"+ on (target) group_left ()\n({waiting} > {p['min_write_wait_sessions']})",
@@ -643,11 +681,12 @@ def storage_saturated_by_writes(params: Params, p: Params) -> Alert:
         '{{ if eq $labels.signal "wal_sync" }}WAL syncs take longer than '
         "the storage class's seconds_per_sync{{ else }}write time per byte is above "
         f"{p['latency_factor']}x "
-        f"{baseline_words(params)}{{{{ end }}}}. Reads on the same volume slow down with them.",
+        f"{baseline_words(params, WRITES)}{{{{ end }}}}. Reads on the same volume slow down with"
+        " them.",
         condition=f"average sessions waiting on writes > {p['min_write_wait_sessions']} and "
         f"(time per WAL sync > {class_words(params, 'seconds_per_sync')} s or buffer write time"
         " per byte > "
-        f"{p['latency_factor']} x {baseline_words(params)} at > {floor} s per write)",
+        f"{p['latency_factor']} x {baseline_words(params, WRITES)} at > {floor} s per write)",
     )
 
 
@@ -765,12 +804,12 @@ def sampler_overrunning(params: Params, p: Params) -> Alert:
 
 
 ALERTS: dict[str, Callable[[Params, Params], Alert]] = {
-    "PgAioReadLatencyRegression": read_latency_regression,
+    "PgAioReadLatencyRegression": latency_regression(READS),
     "PgAioReadLatencyHigh": read_latency_high,
     "PgAioStorageSaturated": storage_saturated,
     "PgAioWorkerPoolSaturated": worker_pool_saturated,
     "PgAioWalSyncLatencyHigh": wal_sync_latency_high,
-    "PgAioWriteLatencyRegression": write_latency_regression,
+    "PgAioWriteLatencyRegression": latency_regression(WRITES),
     "PgAioBackendsWritingBuffers": backends_writing_buffers,
     "PgAioStorageSaturatedByWrites": storage_saturated_by_writes,
     "PgAioTrackIoTimingOff": track_io_timing_off,

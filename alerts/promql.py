@@ -1,6 +1,7 @@
 """PromQL of the pg_stat_io and sampler figures, shared by the recording rules
 (alerts/generate.py) and the dashboards (dashboards/generate.py), so that a panel and the rule
-of the same name compute the same thing. Standard library only.
+of the same name compute the same thing. The names in it (operations, rows, backend types) are
+the package's vocabulary (pg_aio_exporter/vocabulary.py).
 """
 
 from __future__ import annotations
@@ -8,8 +9,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-IO_LABELS = ("backend_type", "object", "context")
-WAIT_LABELS = ("backend_type", "wait_event_type", "wait_event")
+from pg_aio_exporter import vocabulary
+from pg_aio_exporter.vocabulary import IO_LABELS, WAIT_LABELS, WRITE_OPERATIONS
+
+# Matchers of the vocabulary's rows and backend types.
+CLIENT_BACKEND = f'backend_type="{vocabulary.CLIENT_BACKEND}"'
+NOT_IO_WORKER = f'backend_type!="{vocabulary.IO_WORKER}"'
+# Shared buffers written back to their relation (not bulk rings, not WAL): who writes these
+# says whether the background writer keeps up.
+BUFFER_WRITES = (
+    f'object="{vocabulary.BUFFER_WRITES.object}"',
+    f'context="{vocabulary.BUFFER_WRITES.context}"',
+)
 
 
 def matchers(*parts: str) -> str:
@@ -176,9 +187,9 @@ def workload_formulas(scope: Scope) -> dict[str, Formula]:
     transaction is always there: client sessions doing work (sampled, on CPU included) per
     transaction of pg_stat_database, less the exporter's own (one per sample)."""
     calls = scope.rate("pg_aio_statements_calls_total")
-    client = 'backend_type="client backend"'
     clients = (
-        f"sum {without(WAIT_LABELS)} ({scope.rate('pg_aio_wait_event_samples_total', client)})"
+        f"sum {without(WAIT_LABELS)} "
+        f"({scope.rate('pg_aio_wait_event_samples_total', CLIENT_BACKEND)})"
     )
     sessions = f"{clients}\n/\n{samples(scope)}"
     xacts = (
@@ -209,19 +220,6 @@ def workload_formulas(scope: Scope) -> dict[str, Formula]:
 
 # --- the write side ----------------------------------------------------------------------------
 
-# The write operations of pg_stat_io with their counters: (count, bytes or None, time). fsync and
-# writeback move no bytes of their own.
-WRITE_OPERATIONS = {
-    "write": ("pg_stat_io_writes_total", "pg_stat_io_write_bytes_total"),
-    "extend": ("pg_stat_io_extends_total", "pg_stat_io_extend_bytes_total"),
-    "writeback": ("pg_stat_io_writebacks_total", None),
-    "fsync": ("pg_stat_io_fsyncs_total", None),
-}
-# Shared buffers written back to their relation (not bulk rings, not WAL): who writes these
-# says whether the background writer keeps up.
-BUFFER_WRITES = ('object="relation"', 'context="normal"')
-CLIENT_BACKEND = 'backend_type="client backend"'
-
 
 def _timed(scope: Scope, setting: str, labels: Sequence[str]) -> str:
     """The gate of a latency: the timing setting was on for the whole window."""
@@ -234,16 +232,16 @@ def write_formulas(scope: Scope, *row: str, per_target: bool = False) -> dict[st
     per (backend_type, object, context) row or, `per_target`, summed over the rows; `row` are
     matchers on those labels. PostgreSQL 18's wal rows are left out (their own timing setting;
     wal_formulas has them)."""
-    rows = (*row, 'object!="wal"')
+    rows = (*row, f'object!="{vocabulary.WAL_OBJECT}"')
 
     def total(expr: str) -> str:
         return f"sum {without(IO_LABELS)} ({expr})" if per_target else expr
 
     gate = _timed(scope, "pg_settings_track_io_timing", IO_LABELS)
     out: list[Formula] = []
-    for op, (count, nbytes) in WRITE_OPERATIONS.items():
-        ops = total(scope.rate(count, *rows))
-        seconds = total(scope.rate(count.replace("s_total", "_time_seconds_total"), *rows))
+    for op, operation in WRITE_OPERATIONS.items():
+        ops = total(scope.rate(f"pg_stat_io_{operation.count}_total", *rows))
+        seconds = total(scope.rate(f"pg_stat_io_{operation.time}_seconds_total", *rows))
         out.append(Formula(f"{op}_ops_per_second", f"{op} operations/s", ops))
         out.append(
             Formula(
@@ -252,8 +250,8 @@ def write_formulas(scope: Scope, *row: str, per_target: bool = False) -> dict[st
                 f"{seconds}\n/\n({ops} > 0)\n{gate}",
             )
         )
-        if nbytes is not None:
-            moved = total(scope.rate(nbytes, *rows))
+        if operation.bytes is not None:
+            moved = total(scope.rate(f"pg_stat_io_{operation.bytes}_total", *rows))
             out.append(Formula(f"{op}_bytes_per_second", f"bytes/s by {op}", moved))
             out.append(
                 Formula(
@@ -287,18 +285,19 @@ def wal_formulas(scope: Scope) -> dict[str, Formula]:
     return {f.name: f for f in out}
 
 
+def buffer_writes(scope: Scope, *extra: str) -> str:
+    """Shared buffer writes per second, summed per target; `extra`: matchers on the rows."""
+    writes = scope.rate("pg_stat_io_writes_total", *BUFFER_WRITES, *extra)
+    return f"sum {without(IO_LABELS)} ({writes})"
+
+
 def backend_write_share(scope: Scope) -> Formula:
     """Client backends' share of the shared buffer writes: above a half, the background writer
     (and checkpointer) leave the backends to clean buffers themselves."""
-    every = f"sum {without(IO_LABELS)} ({scope.rate('pg_stat_io_writes_total', *BUFFER_WRITES)})"
-    clients = (
-        f"sum {without(IO_LABELS)} "
-        f"({scope.rate('pg_stat_io_writes_total', *BUFFER_WRITES, CLIENT_BACKEND)})"
-    )
     return Formula(
         "backend_write_share",
         "client backends' share of shared buffer writes (relation, normal), 0..1",
-        f"{clients}\n/\n({every} > 0)",
+        f"{buffer_writes(scope, CLIENT_BACKEND)}\n/\n({buffer_writes(scope)} > 0)",
     )
 
 
@@ -309,7 +308,7 @@ def write_wait_sessions(scope: Scope, io_events: str, lock_events: str) -> Formu
         scope,
         "pg_aio_wait_event_samples_total",
         WAIT_LABELS,
-        'backend_type!="io worker"',
+        NOT_IO_WORKER,
         f'wait_event=~"{io_events}|{lock_events}"',
         'wait_event_type=~"IO|LWLock"',
     )

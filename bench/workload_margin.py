@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import pgbins
 import test_workload_time as wt
+from pg_aio_exporter import thresholds
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import ROWS_PER_MB
-from pg_aio_exporter.report import thresholds
 from pg_aio_exporter.report.margin import Z90
 from pg_aio_exporter.report.outcome import judge
 from pg_aio_exporter.report.workload import STATEMENTS

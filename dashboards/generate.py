@@ -1,7 +1,9 @@
 """Builds the shipped Grafana dashboards with Grafana's foundation SDK and writes them as JSON.
 
-    python dashboards/generate.py           # rewrite dashboards/*.json
-    python dashboards/generate.py --check   # exit 1 when the committed JSON is stale
+    python -m dashboards.generate           # rewrite dashboards/*.json (make dashboards)
+    python -m dashboards.generate --check   # exit 1 when the committed JSON is stale
+
+(from the repository's root, with the package installed.)
 
 The JSON files are what users import and what deploy/ provisions; this file is their source.
 Panels compute the recording rules' formulas (alerts/promql.py: both read the same PromQL) over
@@ -19,9 +21,10 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-import yaml
+from alerts import promql
+from alerts.generate import load_params
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.builders import prometheus, stat, statetimeline, table, timeseries
 from grafana_foundation_sdk.builders.common import (
@@ -31,18 +34,18 @@ from grafana_foundation_sdk.builders.common import (
     VizLegendOptions,
     VizTooltipOptions,
 )
+from grafana_foundation_sdk.cog import builder as cogbuilder
+from grafana_foundation_sdk.cog import variants as cogvariants
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
+from pg_aio_exporter import thresholds
+from pg_aio_exporter.collectors.settings import AIO_SETTINGS
+from pg_aio_exporter.vocabulary import MIB, SUBMISSION_QUEUE, WAIT_LABELS, WRITE_OPERATIONS
+
 HERE = Path(__file__).resolve().parent
-RULES = HERE.parent / "alerts"
-sys.path.insert(0, str(RULES))
-
-import promql  # noqa: E402  (alerts/ is not a package: the rules' formulas, shared)
-
-from pg_aio_exporter.collectors.settings import AIO_SETTINGS  # noqa: E402
 
 OVERVIEW_FILE = HERE / "pg-aio-overview.json"
 COMPARISON_FILE = HERE / "pg-aio-comparison.json"
@@ -50,10 +53,9 @@ COMPARISON_FILE = HERE / "pg-aio-comparison.json"
 
 DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 COMPARE_OFFSETS = ("1d", "7d", "30d")
-MIB = 1048576
 
 # Every series of ours: the shipped rules' selector (target!="" keeps other exporters out).
-OURS = yaml.safe_load((RULES / "params.yaml").read_text())["selector"]
+OURS = load_params()["selector"]
 # Which servers the panels show: Prometheus' scrape labels, the extra labels a target may carry
 # (`labels:` / `--label`, or a Prometheus external label; add yours here), then the target. Each
 # is a multi-value variable whose "All" is a pattern (_label_values).
@@ -77,7 +79,7 @@ ROW_LEGEND = "{{target}} {{backend_type}} / {{object}} / {{context}}"
 BACKEND = 'backend_type=~"$backend_type"'
 IO_WAITS = (BACKEND, 'wait_event_type="IO"')
 # LWLocks that are waits for I/O: the io worker queue, and another backend's io_uring ring.
-QUEUE_WAITS = (BACKEND, 'wait_event=~"AioWorkerSubmissionQueue|AioUringCompletion"')
+QUEUE_WAITS = (BACKEND, f'wait_event=~"{SUBMISSION_QUEUE}|AioUringCompletion"')
 # Shown by the io worker panels when a target runs none (io_method sync or io_uring): their
 # metrics are absent then, never 0.
 NO_IO_WORKERS = "no io workers (io_method sync or io_uring)"
@@ -102,12 +104,13 @@ def write_figure(name: str, *, scale: int = 1) -> str:
     return f"(\n{expr}\n) * {scale}" if scale != 1 else expr
 
 
-THRESHOLDS = yaml.safe_load(
-    (HERE.parent / "exporter" / "pg_aio_exporter" / "thresholds.yaml").read_text()
-)
-WRITES_SATURATED = THRESHOLDS["alerts"]["PgAioStorageSaturatedByWrites"]
-DEFAULT_CLASS = THRESHOLDS["default_storage_class"]
-MAX_WAL_SYNC = THRESHOLDS["storage_classes"][DEFAULT_CLASS]["seconds_per_sync"]
+# The shipped thresholds, judging storage by the default storage class.
+SHIPPED = thresholds.load()
+assert SHIPPED.writes is not None  # the shipped document has the write alerts
+WRITE_WAIT_EVENTS = "|".join(SHIPPED.writes.write_wait_events)
+WRITE_LOCK_EVENTS = "|".join(SHIPPED.writes.write_lock_events)
+DEFAULT_CLASS = SHIPPED.storage.name
+MAX_WAL_SYNC = SHIPPED.storage.seconds_per_sync
 
 
 # ---------------------------------------------------------------------------------------------
@@ -158,7 +161,7 @@ class Q:
     table: bool = False
 
 
-def _targets(queries: Sequence[Q]) -> list[prometheus.Dataquery]:
+def _targets(queries: Sequence[Q]) -> list[cogbuilder.Builder[cogvariants.Dataquery]]:
     out = []
     for i, q in enumerate(queries):
         target = (
@@ -173,7 +176,8 @@ def _targets(queries: Sequence[Q]) -> list[prometheus.Dataquery]:
         else:
             target.range()
         out.append(target)
-    return out
+    # The SDK types a panel's targets as builders of any data query (its Builder is invariant).
+    return cast(list[cogbuilder.Builder[cogvariants.Dataquery]], out)
 
 
 def _common(panel: Any, title: str, description: str, queries: Sequence[Q], unit: str) -> Any:
@@ -199,7 +203,7 @@ def graph(
     dashed_refs: Sequence[str] = (),
     steps: bool = False,
 ) -> timeseries.Panel:
-    panel = _common(timeseries.Panel(), title, description, queries, unit)
+    panel: timeseries.Panel = _common(timeseries.Panel(), title, description, queries, unit)
     panel.legend(
         VizLegendOptions()
         .display_mode(common.LegendDisplayMode.TABLE)
@@ -251,7 +255,7 @@ def single(
     steps: Sequence[tuple[float | None, str]] = ((None, "blue"),),
 ) -> stat.Panel:
     """A stat showing the last value per series; `text` shows the legend (a label) instead."""
-    panel = _common(stat.Panel(), title, description, queries, unit)
+    panel: stat.Panel = _common(stat.Panel(), title, description, queries, unit)
     panel.reduce_options(
         ReduceDataOptions().values(False).calcs(["lastNotNull"]).fields("")
     ).graph_mode(common.BigValueGraphMode.NONE).color_mode(common.BigValueColorMode.BACKGROUND)
@@ -407,7 +411,7 @@ ANNOTATIONS = (
 )
 
 
-def annotations() -> list[db.AnnotationQuery]:
+def annotation_queries() -> list[cogbuilder.Builder[dm.AnnotationQuery]]:
     built_in = (
         db.AnnotationQuery()
         .name("Annotations & Alerts")
@@ -418,14 +422,17 @@ def annotations() -> list[db.AnnotationQuery]:
         .type("dashboard")
         .built_in(1)
     )
-    return [built_in] + [
-        db.AnnotationQuery()
-        .name(a.name)
-        .datasource(DATASOURCE)
-        .enable(True)
-        .icon_color(a.color)
-        .expr(a.expr)
-        for a in ANNOTATIONS
+    return [
+        built_in,
+        *(
+            db.AnnotationQuery()
+            .name(a.name)
+            .datasource(DATASOURCE)
+            .enable(True)
+            .icon_color(a.color)
+            .expr(a.expr)
+            for a in ANNOTATIONS
+        ),
     ]
 
 
@@ -464,7 +471,7 @@ def _dashboard(
         .refresh("30s")
         .timezone("browser")
         .variables(variables(comparison=comparison))
-        .annotations(annotations())
+        .annotations(annotation_queries())
         .link(
             db.DashboardLink("PostgreSQL AIO")
             .type(dm.DashboardLinkType.DASHBOARDS)
@@ -491,11 +498,9 @@ def _dashboard(
 def write_panels(g: Grid) -> list[Any]:
     """The write side: time per write and per MiB written, WAL, who writes, write waits."""
     wal = promql.wal_formulas(NOW)
-    waits = promql.write_wait_sessions(
-        NOW, WRITES_SATURATED["write_wait_events"], WRITES_SATURATED["write_lock_events"]
-    )
+    waits = promql.write_wait_sessions(NOW, WRITE_WAIT_EVENTS, WRITE_LOCK_EVENTS)
     per_wait = waits.expr.replace(
-        f"sum {promql.without(promql.WAIT_LABELS)}", "sum by (target, wait_event_type, wait_event)"
+        f"sum {promql.without(WAIT_LABELS)}", "sum by (target, wait_event_type, wait_event)"
     )
     return [
         g.row("Writes: latency, WAL, who writes"),
@@ -523,7 +528,7 @@ def write_panels(g: Grid) -> list[Any]:
                 "checkpointer's fsyncs at the end of a checkpoint are the slowest.",
                 [
                     Q(write_figure(f"{op}_latency_seconds"), f"{op} {ROW_LEGEND}")
-                    for op in promql.WRITE_OPERATIONS
+                    for op in WRITE_OPERATIONS
                 ],
                 "s",
             ),
@@ -1375,7 +1380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             path.write_text(text)
     if stale:
-        print(f"stale: {', '.join(stale)}; run python dashboards/generate.py", file=sys.stderr)
+        print(f"stale: {', '.join(stale)}; run make dashboards", file=sys.stderr)
         return 1
     return 0
 

@@ -210,7 +210,8 @@ def render(
         ax.grid(color=GRID, lw=0.6)
         for spine in ax.spines.values():
             spine.set_color(GRID)
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
+        # matplotlib types DateFormatter.__init__ without annotations.
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))  # type: ignore[no-untyped-call]
         draw_panel(ax, prom, by_title[title], values, span)
     for ax in flat[len(titles) :]:
         ax.set_visible(False)

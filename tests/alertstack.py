@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from alert_rules import COMMAND
 from cpu import CpuWatch, assert_overruns_explained, backend_pids
 from harness import Exporter, wait_for
 from pg_aio_exporter.demo.server import LocalServer
@@ -22,7 +23,7 @@ from pg_aio_exporter.demo.workload import Workload
 from prometheus import Prometheus
 from victoriametrics import ENGINES, engine, engine_name
 
-GENERATOR = Path(__file__).resolve().parent.parent / "alerts" / "generate.py"
+REPO = Path(__file__).resolve().parent.parent
 WINDOW = "15s"
 # Windows and `for` shrunk to fit a test; every threshold keeps its shipped default (the
 # default storage class's absolute read latency limit, 2 ms plus the read size at 125 MiB/s).
@@ -86,7 +87,9 @@ def short_rules(directory: Path, override: Mapping[str, Any] = SHORT) -> list[Pa
     """The shipped rules, regenerated into `directory` with `override` merged over params."""
     params = directory / "short.yaml"
     params.write_text(yaml.safe_dump(dict(override)))
-    subprocess.run([sys.executable, GENERATOR, "--params", params, "--out", directory], check=True)
+    subprocess.run(
+        [sys.executable, *COMMAND, "--params", params, "--out", directory], cwd=REPO, check=True
+    )
     return sorted(directory.glob("*.yml"))
 
 

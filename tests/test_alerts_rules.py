@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from alert_rules import load_generator
+from alert_rules import COMMAND, load_generator
 from prometheus import VERSIONS, binary
 
 pytestmark = pytest.mark.unit
@@ -219,7 +219,8 @@ def test_override_renames_windows_and_keeps_docs(generate: ModuleType, tmp_path:
     doc_before = generate.DOC.read_text()
     out = tmp_path / "rules"
     result = subprocess.run(
-        [sys.executable, ALERTS_DIR / "generate.py", "--params", override, "--out", out],
+        [sys.executable, *COMMAND, "--params", override, "--out", out],
+        cwd=REPO,
         capture_output=True,
         text=True,
         check=False,

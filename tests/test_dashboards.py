@@ -3,14 +3,12 @@ silently show empty, caught without either running."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -20,25 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "dashboards"))
 
 import dashboard_queries as dq  # noqa: E402  (dashboards/ is not a package)
+from dashboards import generate  # noqa: E402
 
 import dashboard_lint  # noqa: E402
 from alert_rules import load_generator  # noqa: E402
 from prometheus import VERSIONS, binary  # noqa: E402
-
-
-def _load_generator() -> ModuleType:
-    # A name of its own: alerts/generate.py is loaded as "generate" by the alerts tests.
-    spec = importlib.util.spec_from_file_location(
-        "pg_aio_dashboards_generate", ROOT / "dashboards" / "generate.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while defining
-    spec.loader.exec_module(module)
-    return module
-
-
-generate = _load_generator()
 
 pytestmark = pytest.mark.unit
 

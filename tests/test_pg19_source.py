@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 
 from harness import Samples, labels, parse
+from pg_aio_exporter import thresholds
 from pg_aio_exporter.collectors import activity, pg_wait_events, settings
 from pg_aio_exporter.collectors.server import ServerCollector
 from pg_aio_exporter.expose.metricset import MetricSet
-from pg_aio_exporter.report import text, thresholds
+from pg_aio_exporter.report import text
 from pg_aio_exporter.report.outcome import Report, judge
 from pg_aio_exporter.report.runner import server_facts
 from pg_aio_exporter.report.summary import Activity, Summary

@@ -26,9 +26,9 @@ import pytest
 
 import pgbins
 from harness import MONITOR_PASSWORD, assert_one_line, scanning, set_io_workers
+from pg_aio_exporter import thresholds
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import ROWS_PER_MB, Workload, create_table
-from pg_aio_exporter.report import thresholds
 from pg_aio_exporter.report.document import SCHEMA_FILE
 from slowread import SlowReads
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pg_aio_exporter import thresholds
 from pg_aio_exporter.collectors.intervals import ReadCounters
-from pg_aio_exporter.report import thresholds
 from pg_aio_exporter.report.outcome import judge
 from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
 

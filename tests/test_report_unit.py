@@ -14,13 +14,14 @@ from typing import Any
 import jsonschema
 import pytest
 
+from pg_aio_exporter import thresholds
 from pg_aio_exporter.collectors.intervals import ReadCounters, ReadWindow, Snapshot
 from pg_aio_exporter.config import ConfigError
-from pg_aio_exporter.report import document, text, thresholds, units, writes
+from pg_aio_exporter.report import document, text, units, writes
 from pg_aio_exporter.report.findings import CHECKS, Finding
 from pg_aio_exporter.report.outcome import exit_code, judge
 from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
-from pg_aio_exporter.report.thresholds import StorageClass, Thresholds
+from pg_aio_exporter.thresholds import StorageClass, Thresholds
 
 pytestmark = pytest.mark.unit
 
@@ -42,7 +43,7 @@ T = Thresholds(
     # PgAioReadLatencyHigh: 5 ms plus the read size at 125 MiB/s (8 kB: 5.0625 ms), a class of
     # this file's own between the shipped network-ssd and hdd.
     storage=StorageClass("slow-ssd", 0.005, 125 * KB * KB, 0.005),
-    io_wait_events=frozenset({"DataFileRead", "AioIoCompletion"}),
+    io_wait_events=("DataFileRead", "AioIoCompletion"),
     min_read_wait_share=0.5,
     latency_factor=2,
     volume_limit_share=0.9,

@@ -213,6 +213,8 @@ STAGES = (
         "pg_aio_exporter.versions",
         "pg_aio_exporter.redact",
         "pg_aio_exporter.logs",
+        "pg_aio_exporter.vocabulary",
+        "pg_aio_exporter.thresholds",
     ),
     ("pg_aio_exporter.expose",),
     ("pg_aio_exporter.collectors",),

@@ -31,10 +31,11 @@ import psycopg
 import pytest
 
 import pgbins
+from pg_aio_exporter import thresholds
 from pg_aio_exporter.demo import iouring
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import ROWS_PER_MB, create_table
-from pg_aio_exporter.report import document, thresholds
+from pg_aio_exporter.report import document
 from pg_aio_exporter.report.outcome import judge
 from pg_aio_exporter.report.summary import Summary
 from pg_aio_exporter.report.workload import DB_TIME, STATEMENTS, compare_workload

@@ -391,7 +391,8 @@ def build_compare_parser() -> argparse.ArgumentParser:
 
 
 def compare_main(argv: list[str]) -> int:
-    from pg_aio_exporter.report import sidebyside, thresholds  # noqa: PLC0415 (see the imports)
+    from pg_aio_exporter import thresholds  # noqa: PLC0415 (see the imports)
+    from pg_aio_exporter.report import sidebyside  # noqa: PLC0415 (see the imports)
 
     args = build_compare_parser().parse_args(argv)
     if len(args.reports) < 2:

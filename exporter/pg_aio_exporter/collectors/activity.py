@@ -14,6 +14,7 @@ from typing import Any
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG10
+from pg_aio_exporter.vocabulary import CLIENT_BACKEND, IO_WORKER, IO_WORKER_IDLE, WAIT_LABELS
 
 # Grouping on the server keeps the reply small and constant: its size depends on the variety
 # of states, not on the number of sessions. A process this role may not see (no pg_monitor) is
@@ -28,8 +29,6 @@ SQL = (
     " FROM pg_stat_activity WHERE pid <> pg_backend_pid() GROUP BY 1, 2, 3, 4, 5"
 )
 
-CLIENT = "client backend"
-IO_WORKER = "io worker"
 CPU = "CPU"
 WORKING_CLIENT_STATES = frozenset({"active", "fastpath function call"})
 
@@ -45,7 +44,7 @@ class ActivitySample:
 
 
 def is_working(backend_type: str, state: str | None, wait_event_type: str | None) -> bool:
-    if backend_type == CLIENT:
+    if backend_type == CLIENT_BACKEND:
         return state in WORKING_CLIENT_STATES
     if state is not None and state.startswith("idle"):
         return False  # background workers and walsenders that run sessions
@@ -53,7 +52,7 @@ def is_working(backend_type: str, state: str | None, wait_event_type: str | None
 
 
 def is_io_worker_busy(wait_event_type: str | None, wait_event: str | None) -> bool:
-    return not (wait_event_type == "Activity" and wait_event == "IoWorkerMain")
+    return (wait_event_type, wait_event) != IO_WORKER_IDLE
 
 
 def classify(rows: list[Row]) -> ActivitySample:
@@ -84,7 +83,7 @@ class _Window:
 class ActivityCollector:
     name = "activity"
     since = PG10
-    labels = ("backend_type", "wait_event_type", "wait_event")
+    labels = WAIT_LABELS
 
     def __init__(self) -> None:
         self.wait_events: Counter[WaitKey] = Counter()

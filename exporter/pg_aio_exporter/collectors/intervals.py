@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import astuple, dataclass, field
 from typing import Generic, TypeVar
 
+from pg_aio_exporter import vocabulary
+
 LabelKey = tuple[str, str, str]  # backend_type, object, context
 
 
@@ -56,13 +58,10 @@ class WriteCounters:
 
 
 NO_WRITES = WriteCounters()
-# The write operations with their counter fields: (count, bytes or None, time in ms). fsync
-# moves no bytes of its own, and writebacks are requests to flush blocks written before.
+# The write operations (vocabulary.py) with their WriteCounters fields: (count, bytes or None,
+# time in ms).
 WRITE_OPERATIONS: dict[str, tuple[str, str | None, str]] = {
-    "write": ("writes", "write_bytes", "write_time_ms"),
-    "extend": ("extends", "extend_bytes", "extend_time_ms"),
-    "writeback": ("writebacks", None, "writeback_time_ms"),
-    "fsync": ("fsyncs", None, "fsync_time_ms"),
+    name: (op.count, op.bytes, f"{op.time}_ms") for name, op in vocabulary.WRITE_OPERATIONS.items()
 }
 
 

@@ -20,8 +20,7 @@ from pg_aio_exporter.collectors.intervals import (
 )
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG16, PG18
-
-WAL_OBJECT = "wal"  # PostgreSQL 18's pg_stat_io rows of WAL I/O
+from pg_aio_exporter.vocabulary import IO_LABELS, WAL_OBJECT
 
 
 def _bytes(column: str, of: str, doc: str) -> Counter:
@@ -58,7 +57,7 @@ COUNTERS = (
 
 class PgStatIoCollector:
     name = "pg_stat_io"
-    labels = ("backend_type", "object", "context")
+    labels = IO_LABELS
     since = PG16
 
     def __init__(self) -> None:

@@ -21,6 +21,7 @@ from pg_aio_exporter.collectors.intervals import (
 )
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG14, PG18
+from pg_aio_exporter.vocabulary import WAL_OBJECT
 
 # pg_stat_wal as w; on 18 the writes and syncs come from pg_stat_io's wal rows, summed (io).
 COUNTERS = (
@@ -77,7 +78,7 @@ _IO_WAL = (
     " coalesce(sum(write_time), 0)::float8 AS write_time,"
     " coalesce(sum(fsyncs), 0)::float8 AS syncs, coalesce(sum(fsync_time), 0)::float8 AS sync_time,"
     " extract(epoch FROM max(stats_reset))::float8 AS stats_reset"
-    " FROM pg_stat_io WHERE object = 'wal' AND context = 'normal') io"
+    f" FROM pg_stat_io WHERE object = '{WAL_OBJECT}' AND context = 'normal') io"
 )
 
 

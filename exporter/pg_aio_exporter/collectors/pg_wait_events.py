@@ -2,7 +2,8 @@
 server names them. Classes move between versions: 19 adds the class Buffer (buffer pins and
 content locks, BufferPin and LWLock/BufferContent before) and moves WaitForWal* from Client to
 IPC. The report places the wait events its judgements name (thresholds.yaml) in the class this
-server gives them; servers without the view (16 and earlier) and saved reports use FIXED.
+server gives them; servers without the view (16 and earlier) and saved reports use
+vocabulary.WAIT_EVENT_CLASSES.
 
 The exporter does not run it: its sampled series carry pg_stat_activity's own
 wait_event_type, already the server's name; only the report, which judges by event name,
@@ -17,35 +18,9 @@ from dataclasses import dataclass
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG17
+from pg_aio_exporter.vocabulary import WAIT_EVENT_CLASSES
 
 SQL = "SELECT type, name FROM pg_wait_events"
-
-# The classes of the wait events the report names, where the server has no pg_wait_events:
-# as PostgreSQL 16's src/backend/utils/activity/wait_event_names.txt (and 18's, for the AIO
-# events 16 does not have) places them.
-FIXED: Mapping[str, str] = {
-    **dict.fromkeys(
-        (
-            "DataFileRead",
-            "DataFilePrefetch",
-            "DataFileWrite",
-            "DataFileExtend",
-            "DataFileFlush",
-            "DataFileSync",
-            "DataFileImmediateSync",
-            "WalWrite",
-            "WalSync",
-            "WalInitWrite",
-            "WalInitSync",
-            "AioIoCompletion",
-            "AioIoUringSubmit",
-            "AioIoUringExecution",
-        ),
-        "IO",
-    ),
-    **dict.fromkeys(("WALWrite", "AioWorkerSubmissionQueue"), "LWLock"),
-    "IoWorkerMain": "Activity",
-}
 
 
 def classes(rows: list[Row]) -> dict[str, str]:
@@ -65,8 +40,9 @@ class WaitClasses:
 
 
 def class_of(event: str, catalogue: Mapping[str, str]) -> str | None:
-    """The class this server gives `event`: its catalogue, else FIXED; None if neither knows."""
-    return catalogue.get(event) or FIXED.get(event)
+    """The class this server gives `event`: its catalogue, else WAIT_EVENT_CLASSES; None if
+    neither knows."""
+    return catalogue.get(event) or WAIT_EVENT_CLASSES.get(event)
 
 
 class PgWaitEventsCollector:

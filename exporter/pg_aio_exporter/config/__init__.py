@@ -37,21 +37,6 @@ def read_yaml(path: str, what: str) -> Any:
         raise ConfigError(f"{what} {path} is nested too deeply") from None
 
 
-# The package's thresholds (the storage classes among them), which the rules and the report
-# judge by: configuration checks a target's storage class against it.
-THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds.yaml"
-
-
-def thresholds_document() -> dict[str, Any]:
-    document: dict[str, Any] = read_yaml(str(THRESHOLDS), "thresholds file")
-    return document
-
-
-def storage_class_names() -> tuple[str, ...]:
-    """The storage classes a target may name, fastest first."""
-    return tuple(thresholds_document()["storage_classes"])
-
-
 def key_list(keys: set[Any]) -> str:
     """Keys for a message. YAML keys may be ints, null, or text with a newline: the message must
     stay one line and sortable, so anything but printable text is shown as its repr."""

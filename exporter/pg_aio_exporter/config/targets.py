@@ -18,9 +18,10 @@ from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pg_aio_exporter.collectors import registry
-from pg_aio_exporter.config import ConfigError, key_list, libpq, read_yaml, storage_class_names
+from pg_aio_exporter.config import ConfigError, key_list, libpq, read_yaml
 from pg_aio_exporter.expose.selfmetrics import LABELS as SELF_METRIC_LABELS
 from pg_aio_exporter.redact import scrub
+from pg_aio_exporter.thresholds import storage_class_names
 
 APPLICATION_NAME = "pg_aio_exporter"
 

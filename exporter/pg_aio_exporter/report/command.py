@@ -11,8 +11,9 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pg_aio_exporter import thresholds
 from pg_aio_exporter.config.targets import Target
-from pg_aio_exporter.report import document, text, thresholds, units
+from pg_aio_exporter.report import document, text, units
 from pg_aio_exporter.report.outcome import exit_code, judge
 from pg_aio_exporter.report.runner import measure
 from pg_aio_exporter.report.summary import Summary

@@ -17,14 +17,15 @@ from typing import Any
 from pg_aio_exporter.collectors import settings as aio_settings
 from pg_aio_exporter.report import units
 from pg_aio_exporter.report.side import Regression, against
-from pg_aio_exporter.report.summary import BLOCK_BYTES, Summary
-from pg_aio_exporter.report.thresholds import SEVERITIES, StorageClass, Thresholds
+from pg_aio_exporter.report.summary import Summary
 from pg_aio_exporter.report.workload import (
     STATEMENTS,
     StatementChange,
     WorkloadComparison,
     compare_workload,
 )
+from pg_aio_exporter.thresholds import SEVERITIES, StorageClass, Thresholds
+from pg_aio_exporter.vocabulary import BLOCK_BYTES
 
 BULK_READS = ("relation", "bulkread")  # object, context of large sequential scans
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pg_aio_exporter.report.compare import RowComparison, compare
 from pg_aio_exporter.report.findings import Context, Finding, findings
 from pg_aio_exporter.report.summary import Summary
-from pg_aio_exporter.report.thresholds import SEVERITIES, Thresholds
 from pg_aio_exporter.report.verdict import Verdict, verdict
 from pg_aio_exporter.report.workload import WorkloadComparison
 from pg_aio_exporter.report.writes import write_findings
+from pg_aio_exporter.thresholds import SEVERITIES, Thresholds
 
 FAIL_ON = ("warning", "critical")
 

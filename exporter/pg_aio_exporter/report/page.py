@@ -21,17 +21,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pg_aio_exporter.collectors.activity import CLIENT
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.report import text, units
 from pg_aio_exporter.report.series import OTHER
+from pg_aio_exporter.vocabulary import CLIENT_BACKEND as CLIENT
+from pg_aio_exporter.vocabulary import MIB
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 EXTRA = "pip install 'pg-aio-exporter[html]'"
-MIB = units.MIB
 TOP_STATEMENTS = 10
 # Colour-blind safe (Okabe-Ito), each at least 3:1 against white (WCAG 1.4.11, graphics).
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#8a6d00", "#56359c", "#a33b00", "#555555")

@@ -14,13 +14,14 @@ from dataclasses import astuple, dataclass
 from itertools import pairwise
 from typing import Any, TypeVar
 
-from pg_aio_exporter.collectors.activity import IO_WORKER, WaitKey
+from pg_aio_exporter.collectors.activity import WaitKey
 from pg_aio_exporter.collectors.intervals import (
     ReadCounters,
     WriteCounters,
     read_figures,
     write_figures,
 )
+from pg_aio_exporter.vocabulary import IO_WORKER
 
 MAX_POINTS = 120  # per series: a chart's width in points, and the JSON stays small
 TOP_WAITS = 8  # wait events charted by name; the rest are summed as "other"

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pg_aio_exporter.report import units
+from pg_aio_exporter.thresholds import BaselineSettings
 
 # A side's figures by name (None: not measured); the order is the output's.
 Figures = dict[str, float | None]
@@ -25,14 +26,6 @@ Shown = Mapping[str, tuple[str, Callable[[float | None], str]]]
 def rate(count: float, seconds: float) -> float:
     """`count` per second of `seconds`; 0 when no time was counted."""
     return count / seconds if seconds > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class BaselineSettings:
-    """How a side judges a figure against the baseline's (its own, from its alerts)."""
-
-    regression_factor: float  # the side's latency regression: per byte above factor x baseline
-    latency_factor: float  # one signal of the side's saturation: per byte above this x baseline
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,12 @@ exactly and two reports compare with the same formulas.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pg_aio_exporter.collectors import pg_wait_events
-from pg_aio_exporter.collectors.activity import CLIENT, IO_WORKER, ActivityCollector, WaitKey
+from pg_aio_exporter.collectors.activity import ActivityCollector, WaitKey
 from pg_aio_exporter.collectors.intervals import (
     IntervalReads,
     LabelKey,
@@ -24,10 +24,9 @@ from pg_aio_exporter.report.side import Figures, rate
 from pg_aio_exporter.report.workload import Workload
 from pg_aio_exporter.report.written import Writes
 from pg_aio_exporter.versions import PG16, PG18, PG19
+from pg_aio_exporter.vocabulary import CLIENT_BACKEND as CLIENT
+from pg_aio_exporter.vocabulary import IO_WORKER, SUBMISSION_QUEUE, SYNC_READ
 
-BLOCK_BYTES = 8192  # what one uncombined read covers (PostgreSQL's default block size)
-SUBMISSION_QUEUE = "AioWorkerSubmissionQueue"  # an LWLock
-SYNC_READ = "DataFileRead"  # an IO wait
 SUBMITTED = "SUBMITTED"  # pg_aios state
 
 
@@ -156,13 +155,13 @@ class Activity:
     in_flight: Mapping[tuple[str, str], int] = field(default_factory=dict)
     in_flight_max: Mapping[str, int] = field(default_factory=dict)
     # pg_wait_events (17+): each event's class as this server names it; empty before 17 and in
-    # a saved report, where pg_wait_events.FIXED places the events the report names.
+    # a saved report, where vocabulary.WAIT_EVENT_CLASSES places the events the report names.
     wait_classes: Mapping[str, str] = field(default_factory=dict)
 
     def wait_class(self, event: str) -> str | None:
         return pg_wait_events.class_of(event, self.wait_classes)
 
-    def _named(self, key: WaitKey, events: frozenset[str] | set[str]) -> bool:
+    def _named(self, key: WaitKey, events: Collection[str]) -> bool:
         """A sampled wait is one of `events` in the class the server gives it."""
         return key[2] in events and key[1] == self.wait_class(key[2])
 
@@ -185,7 +184,7 @@ class Activity:
         """Average sessions doing work, io workers aside (they work for the others)."""
         return sum(self.sessions(k) for k in self.wait_samples if k[0] != IO_WORKER)
 
-    def read_wait_sessions(self, io_wait_events: frozenset[str]) -> float:
+    def read_wait_sessions(self, io_wait_events: Collection[str]) -> float:
         """Average sessions waiting on reads, io workers aside: the storage alert's measure."""
         return sum(
             self.sessions(k)
@@ -193,7 +192,7 @@ class Activity:
             if k[0] != IO_WORKER and self._named(k, io_wait_events)
         )
 
-    def read_wait_share(self, io_wait_events: frozenset[str]) -> float | None:
+    def read_wait_share(self, io_wait_events: Collection[str]) -> float | None:
         active = self.active_sessions()
         return self.read_wait_sessions(io_wait_events) / active if active > 0 else None
 

@@ -13,8 +13,9 @@ from pg_aio_exporter.report.compare import RowComparison, compare_writes
 from pg_aio_exporter.report.outcome import Report
 from pg_aio_exporter.report.side import Shown, change_cells
 from pg_aio_exporter.report.summary import Activity, Reads, ServerFacts, Summary
-from pg_aio_exporter.report.thresholds import Thresholds
 from pg_aio_exporter.report.writes import write_wait_sessions
+from pg_aio_exporter.thresholds import Thresholds
+from pg_aio_exporter.vocabulary import MIB
 
 WIDTH = 100
 TOP_WAITS = 8
@@ -128,7 +129,7 @@ def _read_cells(reads: Reads) -> list[str]:
     figures = reads.figures
     return [
         units.rate(reads.reads_per_second),
-        units.rate(reads.bytes_per_second / units.MIB),
+        units.rate(reads.bytes_per_second / MIB),
         units.size(figures.size_bytes) if figures else "n/a",
         _bare(units.ms(figures.latency_seconds if figures else None)),
         _bare(units.per_mib(figures.seconds_per_byte if figures else None)),

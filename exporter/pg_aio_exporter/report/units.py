@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-MIB = 1024 * 1024
+from pg_aio_exporter.vocabulary import MIB
+
 NONE = "n/a"
 
 

@@ -23,13 +23,12 @@ from pg_aio_exporter.collectors.pg_stat_statements import (
     StatementKey,
 )
 from pg_aio_exporter.report.margin import Estimate, Ratio, combine, sampling_rse
+from pg_aio_exporter.vocabulary import BLOCK_BYTES, MIB
 
 STATEMENTS = "statements"
 DB_TIME = "db_time_per_transaction"
 LISTED = 5  # statements named in a finding or in the window's own list
 KEPT = 200  # statements a saved report keeps (the most time first): enough for any mix
-MIB = 1024.0 * 1024.0
-BLOCK_BYTES = 8192.0
 # A backend adds its transactions to pg_stat_database when it goes idle, at most once a second:
 # at either end of the window the counts lag the samples by up to about this (seconds), a
 # uniform error whose difference between the two ends has sd sqrt(2/12) of it.

@@ -10,13 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pg_aio_exporter.collectors.activity import CLIENT, IO_WORKER
 from pg_aio_exporter.report import units
 from pg_aio_exporter.report.findings import Context, Finding, class_words
 from pg_aio_exporter.report.side import Regression, against
 from pg_aio_exporter.report.summary import Activity
-from pg_aio_exporter.report.thresholds import WriteThresholds
 from pg_aio_exporter.report.written import Writes
+from pg_aio_exporter.thresholds import WriteThresholds
+from pg_aio_exporter.vocabulary import CLIENT_BACKEND as CLIENT
+from pg_aio_exporter.vocabulary import IO_WORKER
 
 
 def write_wait_sessions(activity: Activity, t: WriteThresholds) -> dict[str, float]:

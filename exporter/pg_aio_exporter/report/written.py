@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pg_aio_exporter.collectors.activity import CLIENT
 from pg_aio_exporter.collectors.checkpointer import CheckpointerCounts
 from pg_aio_exporter.collectors.intervals import (
     NO_WRITES,
@@ -20,8 +19,8 @@ from pg_aio_exporter.collectors.intervals import (
     write_figures,
 )
 from pg_aio_exporter.report.side import Figures, rate
-
-BUFFER_WRITES = ("relation", "normal")  # object, context of shared buffers written back
+from pg_aio_exporter.vocabulary import BUFFER_WRITES
+from pg_aio_exporter.vocabulary import CLIENT_BACKEND as CLIENT
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,29 @@
-"""The thresholds the report judges by: the shipped alert rules' own, plus the few that only
-the report needs, read from one parameters document."""
+"""Stage 0, thresholds.yaml: the one loader of the thresholds the report judges by, the alert
+rules (alerts/generate.py) render and the dashboards (dashboards/generate.py) draw, and the
+storage classes a target's configuration may name. `document()` reads the file; `Thresholds`
+is its typed form (the rules merge a user's overrides into the document first, and check the
+result by building it)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from pg_aio_exporter.config import thresholds_document
-from pg_aio_exporter.report.side import BaselineSettings
+# Shipped in the package, so that an installed report has it.
+PATH = Path(__file__).resolve().parent / "thresholds.yaml"
 
 SEVERITIES = ("ok", "info", "warning", "critical")
+
+
+@dataclass(frozen=True)
+class BaselineSettings:
+    """How a side of the report (reads, writes) judges a figure against the baseline's: its
+    own, from its own alerts (report/side.py)."""
+
+    regression_factor: float  # the side's latency regression: per byte above factor x baseline
+    latency_factor: float  # one signal of the side's saturation: per byte above this x baseline
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,11 @@ def storage_classes(params: Mapping[str, Any]) -> dict[str, StorageClass]:
     }
 
 
+def events(pattern: str) -> tuple[str, ...]:
+    """Wait event names of a rule's regex alternation ("A|B|C"), in its order."""
+    return tuple(pattern.split("|"))
+
+
 @dataclass(frozen=True)
 class WriteThresholds:
     """The write side's alert thresholds (issue 23), the same numbers as the rules'."""
@@ -50,8 +68,8 @@ class WriteThresholds:
     min_seconds_per_write: float  # writes this fast (page cache) are not judged
     max_backend_share: float  # PgAioBackendsWritingBuffers
     min_backend_writes_per_second: float
-    write_wait_events: frozenset[str]  # PgAioStorageSaturatedByWrites: IO waits ...
-    write_lock_events: frozenset[str]  # ... and LWLock waits
+    write_wait_events: tuple[str, ...]  # PgAioStorageSaturatedByWrites: IO waits ...
+    write_lock_events: tuple[str, ...]  # ... and LWLock waits (both in the file's order)
     min_write_wait_sessions: float
     latency_factor: float
 
@@ -74,8 +92,8 @@ class WriteThresholds:
             min_seconds_per_write=float(regression["min_seconds_per_write"]),
             max_backend_share=float(backends["max_backend_share"]),
             min_backend_writes_per_second=float(backends["min_backend_writes_per_second"]),
-            write_wait_events=frozenset(saturated["write_wait_events"].split("|")),
-            write_lock_events=frozenset(saturated["write_lock_events"].split("|")),
+            write_wait_events=events(saturated["write_wait_events"]),
+            write_lock_events=events(saturated["write_lock_events"]),
             min_write_wait_sessions=float(saturated["min_write_wait_sessions"]),
             latency_factor=float(saturated["latency_factor"]),
         )
@@ -87,7 +105,7 @@ class Thresholds:
     min_read_ops_per_second: float  # below this, latency is noise and nothing is judged
     regression_factor: float  # PgAioReadLatencyRegression: per-byte wait x the baseline's
     storage: StorageClass  # PgAioReadLatencyHigh, PgAioWalSyncLatencyHigh: the target's class
-    io_wait_events: frozenset[str]  # PgAioStorageSaturated
+    io_wait_events: tuple[str, ...]  # PgAioStorageSaturated (in the file's order)
     min_read_wait_share: float  # share of active time waiting on reads
     latency_factor: float
     volume_limit_share: float  # reads at this share of the volume's limits are at them
@@ -143,7 +161,7 @@ class Thresholds:
             min_read_ops_per_second=float(params["min_read_ops_per_second"]),
             regression_factor=float(alerts["PgAioReadLatencyRegression"]["factor"]),
             storage=storage,
-            io_wait_events=frozenset(saturated["io_wait_events"].split("|")),
+            io_wait_events=events(saturated["io_wait_events"]),
             min_read_wait_share=float(saturated["min_read_wait_share"]),
             volume_limit_share=float(saturated["volume_limit_share"]),
             latency_factor=float(saturated["latency_factor"]),
@@ -161,6 +179,19 @@ class Thresholds:
         )
 
 
+def document(path: Path = PATH) -> dict[str, Any]:
+    """The parameters document as written (ints stay ints: the rules render the numbers)."""
+    import yaml  # noqa: PLC0415 (RSS: PyYAML only when a file is read, docs/performance.md)
+
+    loaded: dict[str, Any] = yaml.safe_load(path.read_text())
+    return loaded
+
+
 def load(storage_class: str | None = None) -> Thresholds:
     """The shipped thresholds, judging storage by `storage_class` (None: the default)."""
-    return Thresholds.from_params(thresholds_document(), storage_class)
+    return Thresholds.from_params(document(), storage_class)
+
+
+def storage_class_names() -> tuple[str, ...]:
+    """The storage classes a target may name, fastest first."""
+    return tuple(storage_classes(document()))

@@ -1,0 +1,106 @@
+"""Stage 0, the words: what PostgreSQL calls the things the exporter, the report, the alert rules
+(alerts/) and the dashboards (dashboards/) all talk about, and the sizes they convert by. Each is
+defined here once and imported everywhere else; no module of the package below it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+# --- sizes -------------------------------------------------------------------------------------
+
+BLOCK_BYTES = 8192  # one block (PostgreSQL's default BLCKSZ): what one uncombined read covers
+MIB = 1024 * 1024
+
+# --- backend types (pg_stat_activity.backend_type, pg_stat_io.backend_type) -------------------
+
+CLIENT_BACKEND = "client backend"
+IO_WORKER = "io worker"  # PostgreSQL 18's io_method=worker processes
+
+# --- pg_stat_io rows ---------------------------------------------------------------------------
+
+IO_LABELS = ("backend_type", "object", "context")  # the labels of a pg_stat_io row's series
+WAL_OBJECT = "wal"  # PostgreSQL 18's pg_stat_io rows of WAL I/O (object 'wal')
+
+
+class BufferRows(NamedTuple):
+    """pg_stat_io's rows of shared buffers written back to their relation (not bulk rings, not
+    WAL): who writes these says whether the background writer keeps up."""
+
+    object: str
+    context: str
+
+
+BUFFER_WRITES = BufferRows(object="relation", context="normal")
+
+
+@dataclass(frozen=True)
+class WriteOperation:
+    """A write operation of pg_stat_io, named as its columns are: `<name>s` (operations),
+    `<name>_bytes` (PostgreSQL 18; only where it moves bytes) and `<name>_time`."""
+
+    name: str
+    moves_bytes: bool
+
+    @property
+    def count(self) -> str:
+        return f"{self.name}s"
+
+    @property
+    def bytes(self) -> str | None:
+        return f"{self.name}_bytes" if self.moves_bytes else None
+
+    @property
+    def time(self) -> str:
+        return f"{self.name}_time"
+
+
+# By name, in pg_stat_io's column order. fsync moves no bytes of its own, and writebacks are
+# requests to flush blocks written before.
+WRITE_OPERATIONS: Mapping[str, WriteOperation] = {
+    op.name: op
+    for op in (
+        WriteOperation("write", moves_bytes=True),
+        WriteOperation("extend", moves_bytes=True),
+        WriteOperation("writeback", moves_bytes=False),
+        WriteOperation("fsync", moves_bytes=False),
+    )
+}
+
+# --- wait events (pg_stat_activity.wait_event_type / wait_event) -------------------------------
+
+WAIT_LABELS = ("backend_type", "wait_event_type", "wait_event")  # the sampler's wait series
+SYNC_READ = "DataFileRead"  # an IO wait: a backend reading by itself
+SUBMISSION_QUEUE = "AioWorkerSubmissionQueue"  # an LWLock: waiting to hand reads to io workers
+IO_WORKER_IDLE = ("Activity", "IoWorkerMain")  # an io worker's idle wait (type, event)
+
+# The classes of the wait events the package names, where the server has no pg_wait_events
+# (16 and earlier, and saved reports): as PostgreSQL 16's
+# src/backend/utils/activity/wait_event_names.txt (and 18's, for the AIO events 16 does not
+# have) places them. PostgreSQL 17+ says itself (collectors/pg_wait_events.py), and 19 moves
+# some events to other classes (versions.PG19).
+WAIT_EVENT_CLASSES: Mapping[str, str] = {
+    **dict.fromkeys(
+        (
+            SYNC_READ,
+            "DataFilePrefetch",
+            "DataFileWrite",
+            "DataFileExtend",
+            "DataFileFlush",
+            "DataFileSync",
+            "DataFileImmediateSync",
+            "WalWrite",
+            "WalSync",
+            "WalInitWrite",
+            "WalInitSync",
+            "AioIoCompletion",
+            "AioIoUringSubmit",
+            "AioIoUringExecution",
+        ),
+        "IO",
+    ),
+    **dict.fromkeys(("WALWrite", SUBMISSION_QUEUE), "LWLock"),
+    IO_WORKER_IDLE[1]: IO_WORKER_IDLE[0],
+}
