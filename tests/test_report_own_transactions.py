@@ -1,7 +1,8 @@
 """The report's own transactions, left out of DB time per transaction, are counted exactly: with
-flush_own_stats every round trip of the worker (a poll or a sample, one transaction each) is in
-pg_stat_database when the round trip returns. Without it, on 18, samples that read no relation
-stayed unflushed until a later round trip did (20 round trips counted as 1).
+pg_stat_database.own_flush closing every round trip of the worker (a poll or a sample, one
+transaction each), each is in pg_stat_database when the round trip returns. Without it, on 18,
+samples that read no relation stayed unflushed until a later round trip did (20 round trips
+counted as 1).
 
 A server of its own with autovacuum off: its workers' transactions would count too."""
 
