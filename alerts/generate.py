@@ -48,12 +48,13 @@ from alerts.promql import (
 )
 from pg_aio_exporter import thresholds
 from pg_aio_exporter.collectors import settings as aio_settings
-from pg_aio_exporter.vocabulary import SUBMISSION_QUEUE, WAIT_LABELS
+from pg_aio_exporter.vocabulary import DURATION_UNITS, SUBMISSION_QUEUE, WAIT_LABELS
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_PARAMS = HERE / "params.yaml"
-# The thresholds the rules share with `pg-aio-exporter report`, shipped in the package.
-THRESHOLDS = thresholds.PATH
+# The thresholds the rules share with `pg-aio-exporter report`, shipped in the package: this
+# repository's copy, which need not be the installed package's.
+THRESHOLDS = HERE.parent / "exporter" / "pg_aio_exporter" / thresholds.PATH.name
 REPORT_ONLY = "report"  # the section of THRESHOLDS that no rule reads
 DOC = HERE.parent / "docs" / "alerts.md"
 RECORDING_FILE = "pg_aio_recording.yml"
@@ -70,7 +71,6 @@ DOC_SCRAPE_INTERVALS = ("10s", "15s", "30s", "60s")
 
 DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
 DURATION_PART = re.compile(r"([0-9]+)(ms|s|m|h|d|w|y)")
-UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
 Params = dict[str, Any]
 
@@ -110,7 +110,7 @@ def union(base: Any, extra: Any, where: str = "") -> Any:
 
 
 def load_params(overrides: Sequence[Path] = ()) -> Params:
-    shipped = thresholds.document()
+    shipped = thresholds.document(THRESHOLDS)
     report_only = shipped.pop(REPORT_ONLY)
     params: Params = union(yaml.safe_load(DEFAULT_PARAMS.read_text()), shipped)
     for path in overrides:
@@ -127,13 +127,13 @@ def load_params(overrides: Sequence[Path] = ()) -> Params:
 def seconds(duration: str) -> float:
     if not DURATION.match(str(duration)):
         raise ParamsError(f"not a Prometheus duration: {duration!r}")
-    return sum(int(n) * UNIT_SECONDS[unit] for n, unit in DURATION_PART.findall(duration))
+    return sum(int(n) * DURATION_UNITS[unit] for n, unit in DURATION_PART.findall(duration))
 
 
 def duration(secs: float) -> str:
     for unit in ("d", "h", "m", "s"):
-        if secs % UNIT_SECONDS[unit] == 0:
-            return f"{int(secs // UNIT_SECONDS[unit])}{unit}"
+        if secs % DURATION_UNITS[unit] == 0:
+            return f"{int(secs // DURATION_UNITS[unit])}{unit}"
     return f"{round(secs * 1000)}ms"
 
 
@@ -385,7 +385,6 @@ class Side:
     what: str  # read, write: the recording rules' prefix
     measure: str  # what is compared, in words
     regression: str  # the side's regression alert
-    title: str  # the regression alert's summary: "<title> latency per byte ..."
     figure: str  # its description: "<figure> per byte over the last ..."
     cause: str  # its description's end, after the threshold
     guards: Callable[[Params], list[str]]  # conditions and-ed to the regression
@@ -432,7 +431,7 @@ def latency_regression(side: Side) -> Callable[[Params, Params], Alert]:
         return Alert(
             expr=f"(\n{indent(latency_vs_baseline(params, side))}\n) > {p['factor']}\nand\n"
             + "\nand\n".join(side.guards(params)),
-            summary=f"{side.title} latency per byte on {{{{ $labels.target }}}} is "
+            summary=f"{side.what.capitalize()} latency per byte on {{{{ $labels.target }}}} is "
             "{{ $value | humanize }}x its usual level.",
             description=f"{side.figure} per byte over the last {params['alert_window']} is "
             f"{{{{ $value | humanize }}}} times {baseline} (threshold {p['factor']}x)"
@@ -617,7 +616,6 @@ READS = Side(
     what="read",
     measure="read wait",
     regression="PgAioReadLatencyRegression",
-    title="Read",
     figure="Read wait time",
     cause=". Measured per byte, so larger combined reads do not trigger this, and within one"
     " major version and io_method; an upgrade or a switch of io_method starts a fresh baseline"
@@ -629,7 +627,6 @@ WRITES = Side(
     what="write",
     measure="buffer write time",
     regression="PgAioWriteLatencyRegression",
-    title="Write",
     figure="Buffer write time",
     cause=": the volume takes longer to absorb writes (dirty page throttling, a saturated or"
     " throttled device).",

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from alerts import promql
-from alerts.generate import load_params
+from alerts.generate import THRESHOLDS, load_params
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.builders import prometheus, stat, statetimeline, table, timeseries
 from grafana_foundation_sdk.builders.common import (
@@ -105,7 +105,7 @@ def write_figure(name: str, *, scale: int = 1) -> str:
 
 
 # The shipped thresholds, judging storage by the default storage class.
-SHIPPED = thresholds.load()
+SHIPPED = thresholds.load(path=THRESHOLDS)
 assert SHIPPED.writes is not None  # the shipped document has the write alerts
 WRITE_WAIT_EVENTS = "|".join(SHIPPED.writes.write_wait_events)
 WRITE_LOCK_EVENTS = "|".join(SHIPPED.writes.write_lock_events)

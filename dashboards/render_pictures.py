@@ -1,6 +1,6 @@
 """Draws the README pictures of the dashboards from real data (no Grafana runs here).
 
-    python dashboards/render_pictures.py [--phase-seconds 120] [--out docs/img]   # make screenshots
+    python -m dashboards.render_pictures [--phase-seconds 120] [--out docs/img]  # make screenshots
 
 Starts an embedded PostgreSQL 18, a read workload, the exporter and a Prometheus with the
 shipped rules; runs the workload with io_method=worker, then restarts the server with
@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from dashboard_stack import aio_stack, dq, resolve  # noqa: E402
 from pg_aio_exporter.demo.server import LocalServer  # noqa: E402
 from pg_aio_exporter.demo.workload import create_table  # noqa: E402
+from pg_aio_exporter.vocabulary import CLIENT_BACKEND, MIB  # noqa: E402
 from prometheus import Prometheus  # noqa: E402
 
 OVERVIEW = HERE / "pg-aio-overview.json"
@@ -53,12 +54,12 @@ COMPARISON_PANELS = (
 )
 # The workload's reads, not autovacuum's or the startup process' few: one variable choice, as a
 # reader of the dashboard would make it.
-SELECTION = {"backend_type": "client backend", "object": "relation"}
+SELECTION = {"backend_type": CLIENT_BACKEND, "object": "relation"}
 # The panels' Grafana units, as a divisor and a suffix that read naturally at these magnitudes.
 UNITS = {
     "s": (1e-3, "ms"),
     "bytes": (1024, "KiB"),
-    "Bps": (1048576, "MiB/s"),
+    "Bps": (MIB, "MiB/s"),
     "iops": (1, "ops/s"),
     "percentunit": (0.01, "%"),
     "none": (1, ""),

@@ -271,6 +271,11 @@ def test_windows_follow_the_scrape_interval(
         # Empty under Prometheus 3 at 60 s scrapes: one sample in the window.
         ({"rate_windows": ["1m", "5m"], "alert_window": "5m"}, r"rate_windows\[0\] 1m holds fewer"),
         ({"alerts": {"PgAioPollsFailing": {"window": "2m"}}}, "PgAioPollsFailing.window 2m"),
+        # A threshold the report's typed form cannot read (pg_aio_exporter.thresholds).
+        (
+            {"alerts": {"PgAioWriteLatencyRegression": {"factor": "three"}}},
+            "thresholds: ValueError: .*'three'",
+        ),
     ],
 )
 def test_bad_override_is_rejected(
@@ -280,6 +285,35 @@ def test_bad_override_is_rejected(
     path.write_text(yaml.safe_dump(override))
     with pytest.raises(generate.ParamsError, match=message):
         generate.load_params([path])
+
+
+def test_each_side_regresses_against_its_own_baseline(generate: ModuleType, tmp_path: Path) -> None:
+    """The read and write regressions are one builder; each reads its own alert's baseline
+    settings, and the saturation alerts' latency signal its side's."""
+    override = tmp_path / "baseline.yaml"
+    override.write_text(
+        yaml.safe_dump(
+            {
+                "alerts": {
+                    "PgAioWriteLatencyRegression": {
+                        "baseline_window": "2d",
+                        "baseline_quantile": 0.9,
+                    }
+                }
+            }
+        )
+    )
+    built = generate.alerts(generate.load_params([override]))
+    read_baseline = "quantile_over_time(0.5, pg_aio_target:read_seconds_per_byte_by_regime"
+    write_baseline = "quantile_over_time(0.9, pg_aio_target:write_seconds_per_byte_by_regime"
+    for name in ("PgAioReadLatencyRegression", "PgAioStorageSaturated"):
+        assert f"{read_baseline}:rate5m[1d])" in built[name].expr, name
+        assert "write_seconds_per_byte" not in built[name].expr, name
+    for name in ("PgAioWriteLatencyRegression", "PgAioStorageSaturatedByWrites"):
+        assert f"{write_baseline}:rate5m[2d])" in built[name].expr, name
+        assert "read_seconds_per_byte" not in built[name].expr, name
+    assert "0.9 quantile over 2d" in built["PgAioWriteLatencyRegression"].condition
+    assert "median over 1d" in built["PgAioReadLatencyRegression"].condition
 
 
 def test_make_rules_regenerates_every_file_from_the_params(tmp_path: Path) -> None:

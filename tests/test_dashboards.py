@@ -216,7 +216,7 @@ def test_committed_json_is_what_the_generator_builds() -> None:
     assert sorted(built) == BOARDS, "a dashboards/*.json that the generator does not build"
     for path, board in built.items():
         assert path.read_text() == generate.render(board), (
-            f"{path.name} is stale: run python dashboards/generate.py"
+            f"{path.name} is stale: run make dashboards"
         )
 
 

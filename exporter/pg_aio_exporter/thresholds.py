@@ -187,9 +187,10 @@ def document(path: Path = PATH) -> dict[str, Any]:
     return loaded
 
 
-def load(storage_class: str | None = None) -> Thresholds:
-    """The shipped thresholds, judging storage by `storage_class` (None: the default)."""
-    return Thresholds.from_params(document(), storage_class)
+def load(storage_class: str | None = None, path: Path = PATH) -> Thresholds:
+    """The shipped thresholds (or those of the document at `path`), judging storage by
+    `storage_class` (None: the default)."""
+    return Thresholds.from_params(document(path), storage_class)
 
 
 def storage_class_names() -> tuple[str, ...]:

@@ -13,6 +13,17 @@ from typing import NamedTuple
 
 BLOCK_BYTES = 8192  # one block (PostgreSQL's default BLCKSZ): what one uncombined read covers
 MIB = 1024 * 1024
+# Seconds per unit of a duration as Prometheus writes it (30s, 5m, 1d): the rules' windows; the
+# exporter's own flags and config take the first four.
+DURATION_UNITS: Mapping[str, float] = {
+    "ms": 0.001,
+    "s": 1,
+    "m": 60,
+    "h": 3600,
+    "d": 86400,
+    "w": 604800,
+    "y": 31536000,
+}
 
 # --- backend types (pg_stat_activity.backend_type, pg_stat_io.backend_type) -------------------
 
@@ -74,7 +85,8 @@ WRITE_OPERATIONS: Mapping[str, WriteOperation] = {
 WAIT_LABELS = ("backend_type", "wait_event_type", "wait_event")  # the sampler's wait series
 SYNC_READ = "DataFileRead"  # an IO wait: a backend reading by itself
 SUBMISSION_QUEUE = "AioWorkerSubmissionQueue"  # an LWLock: waiting to hand reads to io workers
-IO_WORKER_IDLE = ("Activity", "IoWorkerMain")  # an io worker's idle wait (type, event)
+IDLE_WAIT_CLASS = "Activity"  # the class of every main loop's idle wait
+IO_WORKER_IDLE = (IDLE_WAIT_CLASS, "IoWorkerMain")  # an io worker's idle wait (class, event)
 
 # The classes of the wait events the package names, where the server has no pg_wait_events
 # (16 and earlier, and saved reports): as PostgreSQL 16's

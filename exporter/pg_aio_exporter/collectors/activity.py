@@ -14,7 +14,13 @@ from typing import Any
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG10
-from pg_aio_exporter.vocabulary import CLIENT_BACKEND, IO_WORKER, IO_WORKER_IDLE, WAIT_LABELS
+from pg_aio_exporter.vocabulary import (
+    CLIENT_BACKEND,
+    IDLE_WAIT_CLASS,
+    IO_WORKER,
+    IO_WORKER_IDLE,
+    WAIT_LABELS,
+)
 
 # Grouping on the server keeps the reply small and constant: its size depends on the variety
 # of states, not on the number of sessions. A process this role may not see (no pg_monitor) is
@@ -48,7 +54,7 @@ def is_working(backend_type: str, state: str | None, wait_event_type: str | None
         return state in WORKING_CLIENT_STATES
     if state is not None and state.startswith("idle"):
         return False  # background workers and walsenders that run sessions
-    return wait_event_type != "Activity"
+    return wait_event_type != IDLE_WAIT_CLASS
 
 
 def is_io_worker_busy(wait_event_type: str | None, wait_event: str | None) -> bool:

@@ -22,6 +22,7 @@ from pg_aio_exporter.config import ConfigError, key_list, libpq, read_yaml
 from pg_aio_exporter.expose.selfmetrics import LABELS as SELF_METRIC_LABELS
 from pg_aio_exporter.redact import scrub
 from pg_aio_exporter.thresholds import storage_class_names
+from pg_aio_exporter.vocabulary import DURATION_UNITS
 
 APPLICATION_NAME = "pg_aio_exporter"
 
@@ -29,7 +30,6 @@ APPLICATION_NAME = "pg_aio_exporter"
 RESERVED_LABELS = frozenset({"target", *registry.labels(), *SELF_METRIC_LABELS})
 _LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 DEFAULT_PASSWORD_COMMAND_TIMEOUT = 10.0
@@ -86,7 +86,7 @@ def parse_duration(text: str, *, what: str) -> float:
         parts = _DURATION_RE.findall(text)
         if not parts or "".join(n + u for n, u in parts) != text:
             raise ConfigError(f"invalid {what} {text!r}: use e.g. 30s, 1m, 500ms") from None
-        seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+        seconds = sum(float(n) * DURATION_UNITS[u] for n, u in parts)
     # float() accepts "nan" and "inf", and 400 digits overflow to inf: a timeout of either
     # fails only later, in the worker (int(nan * 1000)), on every poll.
     if not math.isfinite(seconds):
