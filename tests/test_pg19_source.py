@@ -17,6 +17,7 @@ import pytest
 from harness import Samples, labels, parse
 from pg_aio_exporter import thresholds
 from pg_aio_exporter.collectors import activity, pg_wait_events, settings
+from pg_aio_exporter.collectors.server import ServerCollector
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.report import text
 from pg_aio_exporter.report.outcome import Report, judge
@@ -61,7 +62,9 @@ def sampled(scenario: str) -> tuple[activity.ActivityCollector, Activity]:
 
 def report(scenario: str, *, major: int = 19) -> Report:
     data = source()
-    facts = server_facts(data["server"], data["settings"])
+    facts = server_facts(
+        ServerCollector().snapshot(data["server"]), settings.settings_facts(data["settings"])
+    )
     if major == 18:  # the same pool on 18: io_workers = the workers seen, no io_max_workers
         workers = float(sampled(scenario)[1].io_workers or 0)
         facts = replace(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -22,15 +23,54 @@ from pg_aio_exporter.poll.worker import TargetWorker
 from test_structure import DummyCollector
 
 
+@dataclass(frozen=True)
+class Answer:
+    """The toy view's snapshot type: what the report would read of it."""
+
+    answer: float
+
+
+class ToyView(DummyCollector):
+    """A view the report reads too: the collector, plus its rows as one snapshot."""
+
+    def snapshot(self, rows: list[Row]) -> Answer:
+        return Answer(rows[0]["answer"])
+
+
+class Listener:
+    """A tap like the report's: what each poll collector handed it."""
+
+    def __init__(self) -> None:
+        self.snapshots: dict[str, object | None] = {}
+
+    def polled(self, collector: str, snapshot: object | None, read_at: float) -> None:
+        self.snapshots[collector] = snapshot
+
+    def sampled(self, samples: int, totals: dict[str, Any], answered: list[str]) -> None:
+        pass
+
+    def failed(self, collector: str, kind: str, message: str) -> None:
+        pass
+
+
 def test_worker_polls_a_registered_view(pg18: LocalServer, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setitem(registry.POLL, DummyCollector.name, DummyCollector)
+    """One module and one registry line: the exporter serves the view's series, and a tap (the
+    report's) receives its snapshot type, beside every other view's typed snapshot."""
+    monkeypatch.setitem(registry.POLL, ToyView.name, ToyView)
+    tap = Listener()
 
     async def one_poll() -> bytes:
         selfmetrics = SelfMetrics()
         exposition = Exposition(selfmetrics)
         target = target_from_dsn(pg18.dsn(), name="default")
         worker = TargetWorker(
-            target, exposition, selfmetrics, poll_interval=30, sample_interval=1, timeout=5
+            target,
+            exposition,
+            selfmetrics,
+            poll_interval=30,
+            sample_interval=1,
+            timeout=5,
+            tap=tap,
         )
         try:
             assert await worker.poll()
@@ -48,6 +88,14 @@ def test_worker_polls_a_registered_view(pg18: LocalServer, monkeypatch: pytest.M
     assert got["pg_aio_sampler_samples_total"] == {labels(target="default"): 1}
     poll_errors = got.get("pg_aio_exporter_poll_errors_total", {})
     assert not any(v for v in poll_errors.values())
+    assert tap.snapshots.pop("dummy") == Answer(42)
+    # Every view the report reads hands it a domain object, never rows (pg_stat_statements is
+    # not preloaded on this server: absent, so not polled).
+    assert set(tap.snapshots) == set(registry.POLL) - {"dummy", "pg_stat_statements"}
+    made = {type(s).__name__ for s in tap.snapshots.values() if s is not None}
+    assert made >= {"Snapshot", "WalSnapshot", "CheckpointerCounts", "ServerVersion"}
+    assert made >= {"SettingsFacts", "DatabaseWork"}
+    assert not any(isinstance(s, list | dict) for s in tap.snapshots.values())
 
 
 def error_series(**worker_options: Any) -> dict[tuple[str, str], float]:

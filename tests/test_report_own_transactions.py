@@ -1,7 +1,8 @@
 """The report's own transactions, left out of DB time per transaction, are counted exactly: with
-flush_own_stats every round trip of the worker (a poll or a sample, one transaction each) is in
-pg_stat_database when the round trip returns. Without it, on 18, samples that read no relation
-stayed unflushed until a later round trip did (20 round trips counted as 1).
+pg_stat_database.own_flush closing every round trip of the worker (a poll or a sample, one
+transaction each), each is in pg_stat_database when the round trip returns. Without it, on 18,
+samples that read no relation stayed unflushed until a later round trip did (20 round trips
+counted as 1).
 
 A server of its own with autovacuum off: its workers' transactions would count too."""
 
@@ -14,6 +15,7 @@ import psycopg
 import pytest
 
 import pgbins
+from pg_aio_exporter.collectors.pg_stat_database import own_flush
 from pg_aio_exporter.config.targets import target_from_dsn
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
@@ -50,7 +52,7 @@ def test_every_round_trip_is_counted_when_it_returns(quiet: LocalServer):
         poll_interval=30,
         sample_interval=0.1,
         timeout=5,
-        flush_own_stats=True,
+        closing_statement=own_flush,
     )
     with psycopg.connect(quiet.dsn(dbname="template1"), autocommit=True) as reader:
 

@@ -13,6 +13,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from pg_aio_exporter.collectors.pg_stat_database import DatabaseWork, PgStatDatabaseCollector
 from pg_aio_exporter.collectors.pg_stat_statements import StatementCounters, fingerprint
 from pg_aio_exporter.report import document, text
 from pg_aio_exporter.report.outcome import judge
@@ -208,8 +209,9 @@ def test_sub_millisecond_statements_are_judged_by_db_time():
     assert by_statements is not None and by_statements.basis == STATEMENTS
 
 
-def _database_rows(transactions: float) -> list[dict[str, Any]]:
-    return [
+def _database_work(transactions: float) -> DatabaseWork:
+    """The pg_stat_database collector's snapshot of one poll's rows."""
+    rows = [
         {
             "datname": "postgres",
             "xact_commit": transactions,
@@ -220,6 +222,9 @@ def _database_rows(transactions: float) -> list[dict[str, Any]]:
             "stats_reset": 0.0,
         }
     ]
+    work = PgStatDatabaseCollector().snapshot(rows)
+    assert work is not None
+    return work
 
 
 @pytest.mark.parametrize(
@@ -233,10 +238,10 @@ def test_db_time_needs_ten_workload_transactions_however_many_the_report_made(
     the first poll's, counted exactly). The workload's count is kept from MIN_TRANSACTIONS on,
     also when the report's own outnumber it (light load, frequent samples)."""
     window = WorkloadWindow()
-    window.observe_databases(_database_rows(1000.0), 0.0)
+    window.observe_databases(_database_work(1000.0), 0.0)
     for second in range(20):
         window.observe_sample(second + 0.5, 2, 2)
-    window.observe_databases(_database_rows(1000.0 + 21 + workload_transactions), 20.0)
+    window.observe_databases(_database_work(1000.0 + 21 + workload_transactions), 20.0)
     work = window.workload(note=None)
     assert work.transactions == counted
     if counted is not None:

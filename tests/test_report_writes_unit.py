@@ -12,6 +12,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from pg_aio_exporter.collectors.checkpointer import CheckpointerCounts
 from pg_aio_exporter.collectors.intervals import (
     WalCounters,
     WalSnapshot,
@@ -257,15 +258,10 @@ def test_checkpoint_and_bgwriter_counts_in_the_advice():
 
 
 def test_checkpoint_counts_across_a_restart_or_reset_are_none():
-    first = {
-        "timed": 1,
-        "requested": 1,
-        "buffers_written": 10,
-        "buffers_clean": 0,
-        "maxwritten_clean": 0,
-        "start_time": 5.0,
-    }
-    later = {**first, "requested": 4, "buffers_written": 50}
+    first = CheckpointerCounts(
+        timed=1, requested=1, buffers_written=10, buffers_clean=0, maxwritten_clean=0, start_time=5
+    )
+    later = replace(first, requested=4, buffers_written=50)
     assert Checkpoints.between(first, later) == Checkpoints(0, 3, 40, 0, 0)
-    assert Checkpoints.between(first, {**later, "start_time": 6.0}) is None
+    assert Checkpoints.between(first, replace(later, start_time=6.0)) is None
     assert Checkpoints.between(later, first) is None

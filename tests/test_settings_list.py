@@ -11,6 +11,7 @@ import pytest
 
 from alert_rules import load_generator
 from pg_aio_exporter.collectors import settings
+from pg_aio_exporter.collectors.server import ServerVersion
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.report import findings, runner, text
 from test_dashboards import ROOT
@@ -47,7 +48,7 @@ def test_the_collector_reads_it():
 @pytest.mark.usefixtures("one_more")
 def test_the_report_shows_it():
     facts = runner.server_facts(
-        [{"version": "18.6", "version_num": 180006}], [row("io_future_depth", "7")]
+        ServerVersion("18.6", 180006), settings.settings_facts([row("io_future_depth", "7")])
     )
     assert facts.settings == {"io_future_depth": 7.0}
     assert "io_future_depth 7" in "\n".join(text._server(facts))

@@ -18,6 +18,15 @@ SEVERITIES = ("ok", "info", "warning", "critical")
 
 
 @dataclass(frozen=True)
+class BaselineSettings:
+    """How a side of the report (reads, writes) judges a figure against the baseline's: its
+    own, from its own alerts (report/side.py)."""
+
+    regression_factor: float  # the side's latency regression: per byte above factor x baseline
+    latency_factor: float  # one signal of the side's saturation: per byte above this x baseline
+
+
+@dataclass(frozen=True)
 class StorageClass:
     """What healthy storage of one class delivers (thresholds.yaml storage_classes)."""
 
@@ -63,6 +72,11 @@ class WriteThresholds:
     write_lock_events: tuple[str, ...]  # ... and LWLock waits (both in the file's order)
     min_write_wait_sessions: float
     latency_factor: float
+
+    @property
+    def baseline(self) -> BaselineSettings:
+        """The write side's own baseline settings (its regression and saturation alerts')."""
+        return BaselineSettings(self.regression_factor, self.latency_factor)
 
     @classmethod
     def from_alerts(cls, alerts: Mapping[str, Any], storage: StorageClass) -> WriteThresholds:
@@ -111,6 +125,11 @@ class Thresholds:
     # The target volume's own limits, when configured (volume_iops, volume_bytes_per_second).
     volume_max_ops: float | None = None
     volume_max_bytes: float | None = None
+
+    @property
+    def baseline(self) -> BaselineSettings:
+        """The read side's own baseline settings (its regression and saturation alerts')."""
+        return BaselineSettings(self.regression_factor, self.latency_factor)
 
     def allowed_seconds_per_read(self, size_bytes: float) -> float:
         """PgAioReadLatencyHigh's limit for reads of this average size."""

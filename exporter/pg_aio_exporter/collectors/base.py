@@ -7,11 +7,44 @@ collector of a kind in one pipelined round trip and hands each collector its own
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from pg_aio_exporter.expose.metricset import MetricSet
 
 Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Counter:
+    """One cumulative counter of a view, declared once: the collector's SQL selects it
+    (`select`) and its collection serves it (`publish`)."""
+
+    column: str  # as the collector's rows name it (the SQL's alias)
+    metric: str  # counter name without _total
+    doc: str
+    scale: float = 1.0  # to base units: PostgreSQL's times are milliseconds
+    # The SQL expression by the first server version that reads it so (a view renamed or moved
+    # the column); none: the column itself on every version.
+    sources: tuple[tuple[int, str], ...] = ()
+
+    def source(self, version_num: int) -> str:
+        found = [expr for since, expr in self.sources if since <= version_num]
+        return found[-1] if found else self.column
+
+    def publish(self, value: float | None, out: MetricSet, **labels: str) -> None:
+        """The counter in base units; nothing for NULL (the column does not apply)."""
+        if value is not None:
+            out.counter(self.metric, self.doc, value * self.scale, **labels)
+
+    def publish_from(self, row: Mapping[str, Any], out: MetricSet, **labels: str) -> None:
+        self.publish(row[self.column], out, **labels)
+
+
+def select(counters: Iterable[Counter], version_num: int) -> str:
+    """The SQL select list of `counters` on this server version, each as float8."""
+    return ", ".join(f"{c.source(version_num)}::float8 AS {c.column}" for c in counters)
 
 
 class Collector(Protocol):
@@ -43,6 +76,15 @@ class MayBeAbsent(Protocol):
 
     def absent(self, exc: Exception) -> str | None:
         """Why the view is not there, when `exc` says so; None for a real failure."""
+
+
+@runtime_checkable
+class Snapshots(Protocol):
+    """A poll collector whose view the report reads: its rows as one domain object (the
+    view's snapshot type), which the worker hands its tap."""
+
+    def snapshot(self, rows: list[Row]) -> object | None:
+        """This poll's rows as the view's snapshot; None when they make none."""
 
 
 class SampleCollector(Collector, Protocol):

@@ -11,68 +11,94 @@ maxwritten_clean counts background writer rounds stopped at bgwriter_lru_maxpage
 
 from __future__ import annotations
 
-from pg_aio_exporter.collectors.base import Row
+from dataclasses import dataclass
+
+from pg_aio_exporter.collectors.base import Counter, Row, select
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG10, PG17
 
-_BGWRITER = (
-    "b.buffers_clean::float8 AS buffers_clean, b.maxwritten_clean::float8 AS maxwritten_clean,"
-    " b.buffers_alloc::float8 AS buffers_alloc,"
-    " extract(epoch FROM pg_postmaster_start_time())::float8 AS start_time"
-)
-SQL_BEFORE_17 = (
-    "SELECT b.checkpoints_timed::float8 AS timed, b.checkpoints_req::float8 AS requested,"
-    " b.checkpoint_write_time AS write_time, b.checkpoint_sync_time AS sync_time,"
-    f" b.buffers_checkpoint::float8 AS buffers_written, {_BGWRITER} FROM pg_stat_bgwriter b"
-)
-SQL_17 = (
-    "SELECT c.num_timed::float8 AS timed, c.num_requested::float8 AS requested,"
-    " c.write_time, c.sync_time, c.buffers_written::float8 AS buffers_written, "
-    f"{_BGWRITER} FROM pg_stat_checkpointer c, pg_stat_bgwriter b"
-)
-
-# Counter name (without _total), column, help, scale (times are in ms).
+# pg_stat_checkpointer (17+) as c, or pg_stat_bgwriter as b before; the background writer's
+# counters are pg_stat_bgwriter's (b) throughout.
 COUNTERS = (
-    ("pg_aio_checkpoints_timed", "timed", "Checkpoints started by checkpoint_timeout.", 1.0),
-    (
-        "pg_aio_checkpoints_requested",
-        "requested",
-        "Checkpoints requested: WAL reached max_wal_size, or a CHECKPOINT command.",
-        1.0,
+    Counter(
+        "timed",
+        "pg_aio_checkpoints_timed",
+        "Checkpoints started by checkpoint_timeout.",
+        sources=((PG10, "b.checkpoints_timed"), (PG17, "c.num_timed")),
     ),
-    (
-        "pg_aio_checkpoint_write_time_seconds",
+    Counter(
+        "requested",
+        "pg_aio_checkpoints_requested",
+        "Checkpoints requested: WAL reached max_wal_size, or a CHECKPOINT command.",
+        sources=((PG10, "b.checkpoints_req"), (PG17, "c.num_requested")),
+    ),
+    Counter(
         "write_time",
+        "pg_aio_checkpoint_write_time_seconds",
         "Time checkpoints spent writing buffers (paced by checkpoint_completion_target).",
         0.001,
+        sources=((PG10, "b.checkpoint_write_time"), (PG17, "c.write_time")),
     ),
-    (
-        "pg_aio_checkpoint_sync_time_seconds",
+    Counter(
         "sync_time",
+        "pg_aio_checkpoint_sync_time_seconds",
         "Time checkpoints spent syncing files to disk.",
         0.001,
+        sources=((PG10, "b.checkpoint_sync_time"), (PG17, "c.sync_time")),
     ),
-    (
-        "pg_aio_checkpoint_buffers_written",
+    Counter(
         "buffers_written",
+        "pg_aio_checkpoint_buffers_written",
         "Buffers written by checkpoints.",
-        1.0,
+        sources=((PG10, "b.buffers_checkpoint"), (PG17, "c.buffers_written")),
     ),
-    (
-        "pg_aio_bgwriter_buffers_clean",
+    Counter(
         "buffers_clean",
+        "pg_aio_bgwriter_buffers_clean",
         "Buffers written by the background writer.",
-        1.0,
+        sources=((PG10, "b.buffers_clean"),),
     ),
-    (
-        "pg_aio_bgwriter_maxwritten_clean",
+    Counter(
         "maxwritten_clean",
+        "pg_aio_bgwriter_maxwritten_clean",
         "Background writer rounds stopped at bgwriter_lru_maxpages.",
-        1.0,
+        sources=((PG10, "b.maxwritten_clean"),),
     ),
-    ("pg_aio_bgwriter_buffers_alloc", "buffers_alloc", "Buffers allocated.", 1.0),
+    Counter(
+        "buffers_alloc",
+        "pg_aio_bgwriter_buffers_alloc",
+        "Buffers allocated.",
+        sources=((PG10, "b.buffers_alloc"),),
+    ),
 )
-COLUMNS = tuple(column for _, column, _, _ in COUNTERS)
+
+
+def sql(version_num: int) -> str:
+    views = (
+        "pg_stat_checkpointer c, pg_stat_bgwriter b"
+        if version_num >= PG17
+        else "pg_stat_bgwriter b"
+    )
+    return (
+        f"SELECT {select(COUNTERS, version_num)},"
+        f" extract(epoch FROM pg_postmaster_start_time())::float8 AS start_time FROM {views}"
+    )
+
+
+SQL_BEFORE_17 = sql(PG10)
+SQL_17 = sql(PG17)
+
+
+@dataclass(frozen=True)
+class CheckpointerCounts:
+    """The view's snapshot: the counts the report's write side reads."""
+
+    timed: float
+    requested: float
+    buffers_written: float
+    buffers_clean: float
+    maxwritten_clean: float
+    start_time: float  # postmaster start: counts of two restarts do not subtract
 
 
 class CheckpointerCollector:
@@ -83,6 +109,12 @@ class CheckpointerCollector:
     def query(self, version_num: int) -> str | None:
         return SQL_17 if version_num >= PG17 else SQL_BEFORE_17
 
+    def snapshot(self, rows: list[Row]) -> CheckpointerCounts | None:
+        if not rows:
+            return None
+        row = rows[0]
+        return CheckpointerCounts(**{f: row[f] for f in CheckpointerCounts.__dataclass_fields__})
+
     def collect(self, rows: list[Row], out: MetricSet) -> None:
-        for metric, column, doc, scale in COUNTERS:
-            out.counter(metric, doc, rows[0][column] * scale)
+        for counter in COUNTERS:
+            counter.publish_from(rows[0], out)

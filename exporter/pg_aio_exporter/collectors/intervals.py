@@ -8,9 +8,10 @@ The exporter turns each interval into gauges; the report sums the intervals of i
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass, field
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from pg_aio_exporter import vocabulary
 
@@ -165,62 +166,95 @@ def write_figures(delta: WriteCounters, timing: bool) -> dict[str, IntervalOpera
     return out
 
 
+def _interval_deltas(prev: Snapshot | None, cur: Snapshot) -> tuple[Snapshot, bool] | None:
+    """(prev, timing) when the interval from `prev` to `cur` is trustworthy; `timing`:
+    track_io_timing was on at both ends."""
+    if prev is None or not comparable(prev, cur):
+        return None
+    return prev, prev.track_io_timing and cur.track_io_timing
+
+
 def interval_writes(
     prev: Snapshot | None, cur: Snapshot
 ) -> dict[tuple[LabelKey, str], IntervalOperation]:
     """Write figures per (row, operation) over the interval, when it is trustworthy."""
-    if prev is None or not comparable(prev, cur):
+    found = _interval_deltas(prev, cur)
+    if found is None:
         return {}
-    timing = prev.track_io_timing and cur.track_io_timing
+    before, timing = found
     return {
         (key, name): figures
-        for key, delta in write_deltas(prev, cur).items()
+        for key, delta in write_deltas(before, cur).items()
         for name, figures in write_figures(delta, timing).items()
     }
 
 
 def interval_reads(prev: Snapshot | None, cur: Snapshot) -> dict[LabelKey, IntervalReads]:
-    if prev is None or not comparable(prev, cur):
+    """Read figures per row over the interval, when it is trustworthy (rows that read)."""
+    found = _interval_deltas(prev, cur)
+    if found is None:
         return {}
-    timing = prev.track_io_timing and cur.track_io_timing
-    out: dict[LabelKey, IntervalReads] = {}
-    for key, delta in deltas(prev, cur).items():
-        figures = read_figures(delta, timing)
-        if figures is not None:
-            out[key] = figures
-    return out
+    before, timing = found
+    return {
+        key: figures
+        for key, delta in deltas(before, cur).items()
+        if (figures := read_figures(delta, timing)) is not None
+    }
+
+
+Shot = TypeVar("Shot", "Snapshot", "WalSnapshot")
 
 
 @dataclass
-class ReadWindow:
-    """Counted reads summed over the consecutive intervals of a window (the report's)."""
+class Window(ABC, Generic[Shot]):
+    """Counts summed over the consecutive intervals of a window (the report's), one shape for
+    reads and WAL: each snapshot closes the interval from the previous one, which adds its
+    counts and its time when the two are comparable (`_add`)."""
+
+    seconds: float = 0.0  # time covered by the intervals that counted
+    timed: bool = True  # the side's timing setting was on at every snapshot
+    _last: tuple[Shot, float] | None = None
+
+    def observe(self, cur: Shot, at: float) -> None:
+        """Add the interval from the previous snapshot to `cur`, taken at `at` (seconds)."""
+        self.timed = self.timed and self._timing(cur)
+        last, self._last = self._last, (cur, at)
+        if last is not None and self._add(last[0], cur):
+            self.seconds += at - last[1]
+
+    @abstractmethod
+    def _timing(self, cur: Shot) -> bool:
+        """The side's timing setting was on at `cur`."""
+
+    @abstractmethod
+    def _add(self, prev: Shot, cur: Shot) -> bool:
+        """Add what `cur` counted since `prev`; False when the interval does not count."""
+
+
+@dataclass
+class ReadWindow(Window[Snapshot]):
+    """pg_stat_io's reads and writes per row over a window."""
 
     rows: dict[LabelKey, ReadCounters] = field(default_factory=dict)
     writes: dict[LabelKey, WriteCounters] = field(default_factory=dict)
-    seconds: float = 0.0  # time covered by the intervals that counted
-    timed: bool = True  # track_io_timing was on at every snapshot
     resets: list[float] = field(default_factory=list)  # stats_reset values that appeared
     restarts: int = 0
-    _last: tuple[Snapshot, float] | None = None
 
-    def observe(self, cur: Snapshot, at: float) -> None:
-        """Add the interval from the previous snapshot to `cur`, taken at `at` (seconds)."""
-        self.timed = self.timed and cur.track_io_timing
-        last, self._last = self._last, (cur, at)
-        if last is None:
-            return
-        prev, prev_at = last
+    def _timing(self, cur: Snapshot) -> bool:
+        return cur.track_io_timing
+
+    def _add(self, prev: Snapshot, cur: Snapshot) -> bool:
         if prev.start_time != cur.start_time:
             self.restarts += 1
         elif prev.stats_reset != cur.stats_reset:
             self.resets.append(cur.stats_reset or 0.0)
         if not comparable(prev, cur):
-            return
-        self.seconds += at - prev_at
+            return False
         for key, delta in deltas(prev, cur).items():
             self.rows[key] = self.rows.get(key, NO_READS) + delta
         for key, wrote in write_deltas(prev, cur).items():
             self.writes[key] = self.writes.get(key, NO_WRITES) + wrote
+        return True
 
     def total(self) -> ReadCounters:
         return total(self.rows.values())
@@ -283,20 +317,16 @@ def wal_figures(delta: WalCounters, timing: bool) -> IntervalWal | None:
 
 
 @dataclass
-class WalWindow:
-    """WAL counted over the consecutive intervals of a window (the report's)."""
+class WalWindow(Window[WalSnapshot]):
+    """WAL counted over a window."""
 
     counters: WalCounters = NO_WAL
-    seconds: float = 0.0
-    timed: bool = True  # track_wal_io_timing on at every snapshot
-    _last: tuple[WalSnapshot, float] | None = None
 
-    def observe(self, cur: WalSnapshot, at: float) -> None:
-        self.timed = self.timed and cur.track_wal_io_timing
-        last, self._last = self._last, (cur, at)
-        if last is None:
-            return
-        delta = wal_delta(last[0], cur)
+    def _timing(self, cur: WalSnapshot) -> bool:
+        return cur.track_wal_io_timing
+
+    def _add(self, prev: WalSnapshot, cur: WalSnapshot) -> bool:
+        delta = wal_delta(prev, cur)
         if delta is not None:
             self.counters += delta
-            self.seconds += at - last[1]
+        return delta is not None

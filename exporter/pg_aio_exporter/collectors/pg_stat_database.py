@@ -9,14 +9,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pg_aio_exporter.collectors.base import Row
+from pg_aio_exporter.collectors.base import Counter, Row, select
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG10, PG15
 
+COUNTERS = (
+    Counter("xact_commit", "pg_stat_database_xact_commit", "Transactions committed."),
+    Counter("xact_rollback", "pg_stat_database_xact_rollback", "Transactions rolled back."),
+    Counter("blks_read", "pg_stat_database_blks_read", "Blocks read from outside shared buffers."),
+    Counter("blks_hit", "pg_stat_database_blks_hit", "Blocks found in shared buffers."),
+)
 SQL = (
-    "SELECT datname, xact_commit::float8 AS xact_commit,"
-    " xact_rollback::float8 AS xact_rollback, blks_read::float8 AS blks_read,"
-    " blks_hit::float8 AS blks_hit,"
+    f"SELECT datname, {select(COUNTERS, PG10)},"
     " extract(epoch FROM pg_postmaster_start_time())::float8 AS start_time,"
     " coalesce(extract(epoch FROM stats_reset), 0)::float8 AS stats_reset"
     " FROM pg_stat_database WHERE datname IS NOT NULL"
@@ -36,14 +40,6 @@ def own_flush(version_num: int) -> str | None:
     """The statement that ends a round trip with this backend's counts flushed, where there is
     one (PostgreSQL 15+; before, counts went to the stats collector by UDP)."""
     return OWN_FLUSH if version_num >= PG15 else None
-
-
-COUNTERS = (
-    ("xact_commit", "pg_stat_database_xact_commit", "Transactions committed."),
-    ("xact_rollback", "pg_stat_database_xact_rollback", "Transactions rolled back."),
-    ("blks_read", "pg_stat_database_blks_read", "Blocks read from outside shared buffers."),
-    ("blks_hit", "pg_stat_database_blks_hit", "Blocks found in shared buffers."),
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +77,10 @@ class PgStatDatabaseCollector:
     def query(self, version_num: int) -> str | None:
         return SQL
 
+    def snapshot(self, rows: list[Row]) -> DatabaseWork | None:
+        return database_work(rows)
+
     def collect(self, rows: list[Row], out: MetricSet) -> None:
         for row in rows:
-            for column, metric, doc in COUNTERS:
-                out.counter(metric, doc, row[column], datname=row["datname"])
+            for counter in COUNTERS:
+                counter.publish_from(row, out, datname=row["datname"])

@@ -7,9 +7,8 @@ blocks (io_combine_limit), which is why latency is exported per operation AND pe
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 
-from pg_aio_exporter.collectors.base import Row
+from pg_aio_exporter.collectors.base import Counter, Row, select
 from pg_aio_exporter.collectors.intervals import (
     IntervalOperation,
     LabelKey,
@@ -24,68 +23,36 @@ from pg_aio_exporter.versions import PG16, PG18
 from pg_aio_exporter.vocabulary import IO_LABELS, WAL_OBJECT
 
 
-@dataclass(frozen=True)
-class Column:
-    column: str
-    metric: str  # counter name without _total
-    doc: str
-    scale: float = 1.0  # pg_stat_io times are milliseconds
-    blocks_of: str | None = None  # PG 16/17: bytes = this count column x op_bytes
+def _bytes(column: str, of: str, doc: str) -> Counter:
+    """A byte column (PG 18); PG 16/17 count in blocks of op_bytes: the count column x op_bytes."""
+    sources = ((PG16, f"({of} * op_bytes)"), (PG18, column))
+    return Counter(column, f"pg_stat_io_{column}", doc, sources=sources)
 
 
-COLUMNS = (
-    Column("reads", "pg_stat_io_reads", "Read operations (PG 18: one op may cover many blocks)."),
-    Column("read_bytes", "pg_stat_io_read_bytes", "Bytes read.", blocks_of="reads"),
-    Column(
-        "read_time",
-        "pg_stat_io_read_time_seconds",
-        "Time spent waiting for reads; needs track_io_timing.",
-        0.001,
-    ),
-    Column("writes", "pg_stat_io_writes", "Write operations."),
-    Column("write_bytes", "pg_stat_io_write_bytes", "Bytes written.", blocks_of="writes"),
-    Column(
-        "write_time",
-        "pg_stat_io_write_time_seconds",
-        "Time spent in writes; needs track_io_timing.",
-        0.001,
-    ),
-    Column("writebacks", "pg_stat_io_writebacks", "Writeback requests (in blocks)."),
-    Column(
-        "writeback_time",
-        "pg_stat_io_writeback_time_seconds",
-        "Time spent in writeback; needs track_io_timing.",
-        0.001,
-    ),
-    Column("extends", "pg_stat_io_extends", "Relation extend operations."),
-    Column("extend_bytes", "pg_stat_io_extend_bytes", "Bytes extended.", blocks_of="extends"),
-    Column(
-        "extend_time",
-        "pg_stat_io_extend_time_seconds",
-        "Time spent extending; needs track_io_timing.",
-        0.001,
-    ),
-    Column("hits", "pg_stat_io_hits", "Shared buffer hits (reads avoided)."),
-    Column("evictions", "pg_stat_io_evictions", "Buffers evicted to make room."),
-    Column("reuses", "pg_stat_io_reuses", "Ring buffers reused (bulk strategies)."),
-    Column("fsyncs", "pg_stat_io_fsyncs", "fsync calls."),
-    Column(
-        "fsync_time",
-        "pg_stat_io_fsync_time_seconds",
-        "Time spent in fsync; needs track_io_timing.",
-        0.001,
-    ),
+def _time(operation: str, doc: str) -> Counter:
+    """A time column, milliseconds in the view."""
+    time = f"{operation}_time"
+    return Counter(time, f"pg_stat_io_{time}_seconds", f"{doc}; needs track_io_timing.", 0.001)
+
+
+COUNTERS = (
+    Counter("reads", "pg_stat_io_reads", "Read operations (PG 18: one op may cover many blocks)."),
+    _bytes("read_bytes", "reads", "Bytes read."),
+    _time("read", "Time spent waiting for reads"),
+    Counter("writes", "pg_stat_io_writes", "Write operations."),
+    _bytes("write_bytes", "writes", "Bytes written."),
+    _time("write", "Time spent in writes"),
+    Counter("writebacks", "pg_stat_io_writebacks", "Writeback requests (in blocks)."),
+    _time("writeback", "Time spent in writeback"),
+    Counter("extends", "pg_stat_io_extends", "Relation extend operations."),
+    _bytes("extend_bytes", "extends", "Bytes extended."),
+    _time("extend", "Time spent extending"),
+    Counter("hits", "pg_stat_io_hits", "Shared buffer hits (reads avoided)."),
+    Counter("evictions", "pg_stat_io_evictions", "Buffers evicted to make room."),
+    Counter("reuses", "pg_stat_io_reuses", "Ring buffers reused (bulk strategies)."),
+    Counter("fsyncs", "pg_stat_io_fsyncs", "fsync calls."),
+    _time("fsync", "Time spent in fsync"),
 )
-
-
-def _select_list(version_num: int) -> str:
-    exprs = []
-    for col in COLUMNS:
-        if col.blocks_of is not None and version_num < PG18:
-            exprs.append(f"({col.blocks_of} * op_bytes)::float8 AS {col.column}")
-        else:
-            exprs.append(f"{col.column}::float8 AS {col.column}")
-    return ", ".join(exprs)
 
 
 class PgStatIoCollector:
@@ -102,12 +69,15 @@ class PgStatIoCollector:
         # The setting and postmaster start ride along so that interval math needs no other
         # collector: a restart or track_io_timing flip between polls must void the interval.
         return (
-            f"SELECT backend_type, object, context, {_select_list(version_num)},"
+            f"SELECT backend_type, object, context, {select(COUNTERS, version_num)},"
             " extract(epoch FROM stats_reset)::float8 AS stats_reset,"
             " current_setting('track_io_timing')::bool AS track_io_timing,"
             " extract(epoch FROM pg_postmaster_start_time())::float8 AS start_time"
             " FROM pg_stat_io"
         )
+
+    def snapshot(self, rows: list[Row]) -> Snapshot | None:
+        return read_snapshot(rows)
 
     def collect(self, rows: list[Row], out: MetricSet) -> None:
         for row in rows:
@@ -116,10 +86,8 @@ class PgStatIoCollector:
                 "object": row["object"],
                 "context": row["context"],
             }
-            for col in COLUMNS:
-                value = row[col.column]
-                if value is not None:  # NULL: the operation does not apply to this row
-                    out.counter(col.metric, col.doc, value * col.scale, **labels)
+            for counter in COUNTERS:  # NULL: the operation does not apply to this row
+                counter.publish_from(row, out, **labels)
         snapshot = read_snapshot(rows)
         if snapshot is None:
             return

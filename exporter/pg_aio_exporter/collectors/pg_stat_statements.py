@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from pg_aio_exporter.collectors.base import Row
+from pg_aio_exporter.collectors.base import Counter, Row
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG13, PG14, PG17
 
@@ -157,13 +157,15 @@ def absent_reason(exc: Exception) -> str | None:
     return None
 
 
+# Served from the totals of StatementCounters, whose fields are the columns here (counters()
+# turns the SQL's into base units).
 COUNTERS = (
-    ("calls", f"{PREFIX}_calls", "Statements executed (top level)."),
-    ("exec_seconds", f"{PREFIX}_exec_seconds", "Time statements spent executing."),
-    ("rows", f"{PREFIX}_rows", "Rows statements returned or affected."),
-    ("blocks_read", f"{PREFIX}_shared_blocks_read", "Shared blocks statements read."),
-    ("blocks_hit", f"{PREFIX}_shared_blocks_hit", "Shared blocks found in the buffers."),
-    (
+    Counter("calls", f"{PREFIX}_calls", "Statements executed (top level)."),
+    Counter("exec_seconds", f"{PREFIX}_exec_seconds", "Time statements spent executing."),
+    Counter("rows", f"{PREFIX}_rows", "Rows statements returned or affected."),
+    Counter("blocks_read", f"{PREFIX}_shared_blocks_read", "Shared blocks statements read."),
+    Counter("blocks_hit", f"{PREFIX}_shared_blocks_hit", "Shared blocks found in the buffers."),
+    Counter(
         "read_seconds",
         f"{PREFIX}_shared_block_read_seconds",
         "Time statements waited on shared block reads; needs track_io_timing.",
@@ -217,6 +219,12 @@ class PgStatStatementsCollector:
     def absent(self, exc: Exception) -> str | None:
         return absent_reason(exc)
 
+    def snapshot(self, rows: list[Row]) -> Statements | None:
+        """The report's per-statement view of this poll (None from the totals' rows)."""
+        if not self.per_statement:
+            return None
+        return Statements(statements(rows), hidden(rows))
+
     def collect(self, rows: list[Row], out: MetricSet) -> None:
         now: dict[_Key, StatementCounters] = {}
         grown = NO_STATEMENTS
@@ -227,8 +235,8 @@ class PgStatStatementsCollector:
             grown += counted if since.went_back else since
             now[key] = counted
         totals = self._totals + grown
-        for field, metric, doc in COUNTERS:
-            out.counter(metric, doc, getattr(totals, field))
+        for counter in COUNTERS:
+            counter.publish(getattr(totals, counter.column), out)
         out.gauge(
             f"{PREFIX}_entries",
             "Statements pg_stat_statements holds (pg_stat_statements.max bounds it).",
@@ -280,3 +288,12 @@ def statements(rows: list[Row]) -> dict[StatementKey, Statement]:
 def hidden(rows: list[Row]) -> int:
     """Statements whose text this role may not see (it needs pg_read_all_stats)."""
     return sum(1 for row in rows if row["query"] in (None, HIDDEN_TEXT))
+
+
+@dataclass(frozen=True)
+class Statements:
+    """The view's snapshot for the report: one poll's statements by key, and how many this
+    role could not see."""
+
+    by_key: dict[StatementKey, Statement]
+    hidden: int

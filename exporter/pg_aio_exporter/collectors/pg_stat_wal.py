@@ -12,7 +12,7 @@ checkpointer), so the rows are summed. Times are measured only with track_wal_io
 
 from __future__ import annotations
 
-from pg_aio_exporter.collectors.base import Row
+from pg_aio_exporter.collectors.base import Counter, Row, select
 from pg_aio_exporter.collectors.intervals import (
     WalCounters,
     WalSnapshot,
@@ -23,63 +23,79 @@ from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG14, PG18
 from pg_aio_exporter.vocabulary import WAL_OBJECT
 
-_COMMON = (
-    "extract(epoch FROM pg_postmaster_start_time())::float8 AS start_time,"
-    " current_setting('track_wal_io_timing')::bool AS track_wal_io_timing,"
-    " w.wal_records::float8 AS records, w.wal_fpi::float8 AS fpi,"
-    " w.wal_bytes::float8 AS wal_bytes, w.wal_buffers_full::float8 AS buffers_full"
+# pg_stat_wal as w; on 18 the writes and syncs come from pg_stat_io's wal rows, summed (io).
+COUNTERS = (
+    Counter(
+        "records",
+        "pg_stat_wal_records",
+        "WAL records generated.",
+        sources=((PG14, "w.wal_records"),),
+    ),
+    Counter(
+        "fpi", "pg_stat_wal_fpi", "Full page images written to WAL.", sources=((PG14, "w.wal_fpi"),)
+    ),
+    Counter(
+        "wal_bytes",
+        "pg_stat_wal_bytes",
+        "WAL generated, in bytes.",
+        sources=((PG14, "w.wal_bytes"),),
+    ),
+    Counter(
+        "buffers_full",
+        "pg_stat_wal_buffers_full",
+        "WAL writes forced because wal_buffers was full.",
+        sources=((PG14, "w.wal_buffers_full"),),
+    ),
+    Counter(
+        "writes",
+        "pg_aio_wal_writes",
+        "WAL buffer writes (PG 14-17 pg_stat_wal.wal_write; 18 pg_stat_io wal rows).",
+        sources=((PG14, "w.wal_write"), (PG18, "io.writes")),
+    ),
+    Counter(
+        "write_time",
+        "pg_aio_wal_write_time_seconds",
+        "Time spent writing WAL; needs track_wal_io_timing.",
+        0.001,
+        sources=((PG14, "w.wal_write_time"), (PG18, "io.write_time")),
+    ),
+    Counter(
+        "syncs",
+        "pg_aio_wal_syncs",
+        "WAL syncs to disk (PG 14-17 pg_stat_wal.wal_sync; 18 pg_stat_io wal rows).",
+        sources=((PG14, "w.wal_sync"), (PG18, "io.syncs")),
+    ),
+    Counter(
+        "sync_time",
+        "pg_aio_wal_sync_time_seconds",
+        "Time spent syncing WAL to disk; needs track_wal_io_timing.",
+        0.001,
+        sources=((PG14, "w.wal_sync_time"), (PG18, "io.sync_time")),
+    ),
 )
-SQL_BEFORE_18 = (
-    f"SELECT {_COMMON}, w.wal_write::float8 AS writes, w.wal_write_time AS write_time,"
-    " w.wal_sync::float8 AS syncs, w.wal_sync_time AS sync_time,"
-    " extract(epoch FROM w.stats_reset)::float8 AS stats_reset"
-    " FROM pg_stat_wal w"
-)
-SQL_18 = (
-    f"SELECT {_COMMON}, io.writes, io.write_time, io.syncs, io.sync_time, io.stats_reset"
-    " FROM pg_stat_wal w, (SELECT coalesce(sum(writes), 0)::float8 AS writes,"
+_IO_WAL = (
+    "(SELECT coalesce(sum(writes), 0)::float8 AS writes,"
     " coalesce(sum(write_time), 0)::float8 AS write_time,"
     " coalesce(sum(fsyncs), 0)::float8 AS syncs, coalesce(sum(fsync_time), 0)::float8 AS sync_time,"
     " extract(epoch FROM max(stats_reset))::float8 AS stats_reset"
     f" FROM pg_stat_io WHERE object = '{WAL_OBJECT}' AND context = 'normal') io"
 )
 
-# Counter name (without _total), the column, its help text, its scale (times are in ms).
-COUNTERS = (
-    ("pg_stat_wal_records", "records", "WAL records generated.", 1.0),
-    ("pg_stat_wal_fpi", "fpi", "Full page images written to WAL.", 1.0),
-    ("pg_stat_wal_bytes", "wal_bytes", "WAL generated, in bytes.", 1.0),
-    (
-        "pg_stat_wal_buffers_full",
-        "buffers_full",
-        "WAL writes forced because wal_buffers was full.",
-        1.0,
-    ),
-    (
-        "pg_aio_wal_writes",
-        "writes",
-        "WAL buffer writes (PG 14-17 pg_stat_wal.wal_write; 18 pg_stat_io wal rows).",
-        1.0,
-    ),
-    (
-        "pg_aio_wal_write_time_seconds",
-        "write_time",
-        "Time spent writing WAL; needs track_wal_io_timing.",
-        0.001,
-    ),
-    (
-        "pg_aio_wal_syncs",
-        "syncs",
-        "WAL syncs to disk (PG 14-17 pg_stat_wal.wal_sync; 18 pg_stat_io wal rows).",
-        1.0,
-    ),
-    (
-        "pg_aio_wal_sync_time_seconds",
-        "sync_time",
-        "Time spent syncing WAL to disk; needs track_wal_io_timing.",
-        0.001,
-    ),
-)
+
+def sql(version_num: int) -> str:
+    if version_num >= PG18:  # the reset of the rows the writes and syncs come from
+        reset, views = "io.stats_reset", f"pg_stat_wal w, {_IO_WAL}"
+    else:
+        reset, views = "extract(epoch FROM w.stats_reset)::float8", "pg_stat_wal w"
+    return (
+        "SELECT extract(epoch FROM pg_postmaster_start_time())::float8 AS start_time,"
+        " current_setting('track_wal_io_timing')::bool AS track_wal_io_timing,"
+        f" {select(COUNTERS, version_num)}, {reset} AS stats_reset FROM {views}"
+    )
+
+
+SQL_BEFORE_18 = sql(PG14)
+SQL_18 = sql(PG18)
 
 
 def wal_snapshot(rows: list[Row]) -> WalSnapshot | None:
@@ -117,12 +133,15 @@ class PgStatWalCollector:
             return None
         return SQL_18 if version_num >= PG18 else SQL_BEFORE_18
 
+    def snapshot(self, rows: list[Row]) -> WalSnapshot | None:
+        return wal_snapshot(rows)
+
     def collect(self, rows: list[Row], out: MetricSet) -> None:
         snapshot = wal_snapshot(rows)
         if snapshot is None:
             return
-        for metric, column, doc, scale in COUNTERS:
-            out.counter(metric, doc, rows[0][column] * scale)
+        for counter in COUNTERS:
+            counter.publish_from(rows[0], out)
         delta = wal_delta(self._previous, snapshot)
         timing = self._previous is not None and self._previous.track_wal_io_timing
         figures = (

@@ -13,6 +13,7 @@ reads the catalogue (once per poll, some 270 short rows).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
@@ -31,6 +32,13 @@ def classes(rows: list[Row]) -> dict[str, str]:
     return found
 
 
+@dataclass(frozen=True)
+class WaitClasses:
+    """The view's snapshot: event name -> class, as this server names them (classes())."""
+
+    classes: Mapping[str, str]
+
+
 def class_of(event: str, catalogue: Mapping[str, str]) -> str | None:
     """The class this server gives `event`: its catalogue, else WAIT_EVENT_CLASSES; None if
     neither knows."""
@@ -45,5 +53,8 @@ class PgWaitEventsCollector:
     def query(self, version_num: int) -> str | None:
         return SQL if version_num >= PG17 else None
 
+    def snapshot(self, rows: list[Row]) -> WaitClasses:
+        return WaitClasses(classes(rows))
+
     def collect(self, rows: list[Row], out: MetricSet) -> None:
-        """No series: the report reads the rows from its tap (classes())."""
+        """No series: the report reads the snapshot from its tap."""

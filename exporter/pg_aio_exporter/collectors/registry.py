@@ -52,13 +52,15 @@ def names() -> list[str]:
     return [*POLL, *SAMPLE]
 
 
-def poll_collectors(
-    enabled: Collection[str] | None = None, *, per_row: bool = False
-) -> list[PollCollector]:
-    """New poll collectors, all of them or those named in `enabled`; `per_row` (the report):
-    the PER_ROW variants where there is one, and the REPORT collectors."""
-    factories = {**POLL, **PER_ROW, **REPORT} if per_row else POLL
-    return [create() for name, create in factories.items() if enabled is None or name in enabled]
+def poll_collectors(enabled: Collection[str] | None = None) -> list[PollCollector]:
+    """New poll collectors, all of them or those named in `enabled`."""
+    return [create() for name, create in POLL.items() if enabled is None or name in enabled]
+
+
+def report_collectors() -> list[PollCollector]:
+    """New poll collectors as the report runs them: the PER_ROW variants where there is one,
+    and the REPORT collectors."""
+    return [create() for create in {**POLL, **PER_ROW, **REPORT}.values()]
 
 
 def sample_collectors(enabled: Collection[str] | None = None) -> list[SampleCollector]:

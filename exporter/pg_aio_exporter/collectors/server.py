@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG10, PG18
@@ -13,6 +15,14 @@ SQL = (
 )
 
 
+@dataclass(frozen=True)
+class ServerVersion:
+    """The view's snapshot: the server's version, in words and as server_version_num."""
+
+    version: str
+    version_num: int
+
+
 class ServerCollector:
     name = "server"
     since = PG10
@@ -20,6 +30,9 @@ class ServerCollector:
 
     def query(self, version_num: int) -> str | None:
         return SQL
+
+    def snapshot(self, rows: list[Row]) -> ServerVersion:
+        return ServerVersion(rows[0]["version"], rows[0]["version_num"])
 
     def collect(self, rows: list[Row], out: MetricSet) -> None:
         row = rows[0]

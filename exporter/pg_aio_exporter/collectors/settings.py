@@ -97,6 +97,34 @@ def setting_value(setting: str, unit: str | None, vartype: str) -> float:
     return value
 
 
+@dataclass(frozen=True)
+class SettingsFacts:
+    """The view's snapshot: the AIO settings' values in base units, keyed like the gauges
+    without their `pg_settings_` prefix (Setting.key), io_method with the values this build
+    accepts (None before PostgreSQL 18), and the settings that wait for a restart."""
+
+    values: dict[str, float]
+    io_method: str | None
+    io_methods: tuple[str, ...]
+    pending_restart: tuple[str, ...]
+
+
+def settings_facts(rows: list[Row]) -> SettingsFacts:
+    values: dict[str, float] = {}
+    io_method, io_methods, pending = None, (), []
+    aio_settings = by_name()
+    for row in rows:
+        name = row["name"]
+        if row["pending_restart"]:
+            pending.append(name)
+        if name in aio_settings:
+            key = aio_settings[name].key
+            values[key] = setting_value(row["setting"], row["unit"], row["vartype"])
+        elif name == "io_method":
+            io_method, io_methods = row["setting"], tuple(row["enumvals"] or [row["setting"]])
+    return SettingsFacts(values, io_method, io_methods, tuple(sorted(pending)))
+
+
 class SettingsCollector:
     name = "settings"
     since = PG10
@@ -104,6 +132,9 @@ class SettingsCollector:
 
     def query(self, version_num: int) -> str | None:
         return sql()
+
+    def snapshot(self, rows: list[Row]) -> SettingsFacts:
+        return settings_facts(rows)
 
     def collect(self, rows: list[Row], out: MetricSet) -> None:
         settings = by_name()

@@ -22,8 +22,8 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import dict_row
 
-from pg_aio_exporter.collectors import pg_stat_database, registry
-from pg_aio_exporter.collectors.base import Collector, MayBeAbsent, PollCollector, Row
+from pg_aio_exporter.collectors import registry
+from pg_aio_exporter.collectors.base import Collector, MayBeAbsent, PollCollector, Row, Snapshots
 from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.metricset import MetricSet
@@ -97,7 +97,9 @@ class Tap(Protocol):
     """A listener beside the exposition (the report): each poll collector's rows as read, the
     sample collectors' totals after each sample, and every failure the worker records."""
 
-    def polled(self, collector: str, rows: list[Row], read_at: float) -> None: ...
+    def polled(self, collector: str, snapshot: object | None, read_at: float) -> None:
+        """`collector` answered this poll; `snapshot`: its rows as the view's snapshot type
+        (base.Snapshots), None for a collector that makes none."""
 
     def sampled(self, samples: int, totals: dict[str, Any], answered: list[str]) -> None:
         """`samples` taken so far; every sample collector's totals() in one mapping; the
@@ -119,15 +121,15 @@ class TargetWorker:
         collectors: Collection[str] | None = None,
         tap: Tap | None = None,
         logger: logging.Logger = log,
-        per_row: bool = False,
-        flush_own_stats: bool = False,
+        poll_collectors: list[PollCollector] | None = None,
+        closing_statement: Callable[[int], str | None] | None = None,
     ) -> None:
         """`exposition` None publishes nothing (the report reads the tap only);
         `sample_interval` 0 turns sampling off; `collectors` names the enabled ones (all
         when None); `tap` listens beside the exposition; `logger` gets its log lines;
-        `per_row`: the report's variants of the collectors that read per row
-        (registry.PER_ROW); `flush_own_stats`: the report's, each round trip leaves this
-        backend's own transactions counted in pg_stat_database (pg_stat_database.own_flush)."""
+        `poll_collectors`: these instead of the registry's (the report's own list);
+        `closing_statement`: by server version, a statement sent last in each round trip (the
+        report's flushes this backend's own counts, pg_stat_database.own_flush)."""
         self.target = target
         self._log = logger
         self._exposition = exposition
@@ -136,10 +138,10 @@ class TargetWorker:
         self._sample_interval = sample_interval
         self._timeout = timeout
         self._tap = tap
-        self._flush_own_stats = flush_own_stats
+        self._closing_statement = closing_statement
         self._base_labels = {"target": target.name, **target.labels}
-        self._collectors: list[PollCollector] = registry.poll_collectors(
-            collectors, per_row=per_row
+        self._collectors: list[PollCollector] = (
+            registry.poll_collectors(collectors) if poll_collectors is None else poll_collectors
         )
         sampled = registry.sample_collectors(collectors) if sample_interval else []
         self._sampler = Sampler(sampled) if sampled else None
@@ -298,8 +300,8 @@ class TargetWorker:
         return [sql for _, sql in _runnable(collectors, version)] + ([flush] if flush else [])
 
     def _own_flush(self, version: int) -> str | None:
-        """The statement that ends each round trip, if this worker flushes its own counts."""
-        return pg_stat_database.own_flush(version) if self._flush_own_stats else None
+        """The statement that ends each round trip, if this worker sends one."""
+        return self._closing_statement(version) if self._closing_statement else None
 
     async def _disconnect(self) -> None:
         conn, self._conn = self._conn, None
@@ -389,6 +391,11 @@ class TargetWorker:
             own_set = MetricSet(self._base_labels)
             try:
                 collector.collect(result, own_set)
+                snapshot = (
+                    collector.snapshot(result)
+                    if self._tap is not None and isinstance(collector, Snapshots)
+                    else None
+                )
             except Exception as exc:
                 # A bug in one collector costs its own series for this poll, nothing else.
                 all_ok = False
@@ -401,7 +408,7 @@ class TargetWorker:
                 round_trip - started + own
             )
             if self._tap is not None:
-                self._tap.polled(collector.name, result, read_at)
+                self._tap.polled(collector.name, snapshot, read_at)
         out.gauge("pg_up", PG_UP_HELP, 1.0)
         if all_ok:
             self._self.last_poll_success.labels(self.target.name).set(read_at)

@@ -10,45 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pg_aio_exporter.collectors.intervals import LabelKey
-from pg_aio_exporter.report.summary import Reads, Summary
-
-# name -> how to read it from a window's Reads; the order of the output.
-FIGURES = (
-    "seconds_per_byte",
-    "seconds_per_read",
-    "read_size_bytes",
-    "bytes_per_second",
-    "reads_per_second",
-    "hit_ratio",
-)
-
-
-def figure(reads: Reads, name: str) -> float | None:
-    if name == "bytes_per_second":
-        return reads.bytes_per_second
-    if name == "reads_per_second":
-        return reads.reads_per_second
-    figures = reads.figures
-    if figures is None:
-        return None
-    return {
-        "seconds_per_byte": figures.seconds_per_byte,
-        "seconds_per_read": figures.latency_seconds,
-        "read_size_bytes": figures.size_bytes,
-        "hit_ratio": figures.hit_ratio,
-    }[name]
-
-
-@dataclass(frozen=True)
-class Change:
-    before: float | None
-    after: float | None
-
-    @property
-    def ratio(self) -> float | None:
-        if self.before is None or self.after is None or self.before <= 0:
-            return None
-        return self.after / self.before
+from pg_aio_exporter.report.side import Change, changes
+from pg_aio_exporter.report.summary import READ_FIGURES, Reads, Summary
+from pg_aio_exporter.report.written import WRITE_FIGURES, Writes
 
 
 @dataclass(frozen=True)
@@ -58,7 +22,7 @@ class RowComparison:
 
 
 def compare_reads(before: Reads, after: Reads, key: LabelKey | None) -> RowComparison:
-    return RowComparison(key, {n: Change(figure(before, n), figure(after, n)) for n in FIGURES})
+    return RowComparison(key, changes(before.named(), after.named(), READ_FIGURES))
 
 
 def compare(before: Summary, after: Summary, min_reads_per_second: float) -> list[RowComparison]:
@@ -72,3 +36,12 @@ def compare(before: Summary, after: Summary, min_reads_per_second: float) -> lis
         if min(then.reads_per_second, now.reads_per_second) >= min_reads_per_second:
             rows.append(compare_reads(then, now, key))
     return rows
+
+
+def _write_figures(writes: Writes | None) -> dict[str, float | None]:
+    return dict.fromkeys(WRITE_FIGURES) if writes is None else writes.named()
+
+
+def compare_writes(before: Summary, after: Summary) -> dict[str, Change]:
+    """The whole server's write figures before and after."""
+    return changes(_write_figures(before.writes), _write_figures(after.writes), WRITE_FIGURES)

@@ -15,15 +15,22 @@ from typing import Any
 
 from pg_aio_exporter import __version__
 from pg_aio_exporter.collectors.activity import WaitKey
-from pg_aio_exporter.collectors.intervals import LabelKey, ReadCounters
+from pg_aio_exporter.collectors.intervals import (
+    WRITE_OPERATIONS,
+    LabelKey,
+    ReadCounters,
+    WalCounters,
+    WriteCounters,
+)
 from pg_aio_exporter.collectors.pg_stat_statements import StatementCounters
 from pg_aio_exporter.config import ConfigError, read_text_file
-from pg_aio_exporter.report import writes
-from pg_aio_exporter.report.compare import RowComparison
+from pg_aio_exporter.report.compare import RowComparison, compare_writes
 from pg_aio_exporter.report.outcome import Report
 from pg_aio_exporter.report.summary import Activity, Reads, ServerFacts, Summary
 from pg_aio_exporter.report.units import timestamp
 from pg_aio_exporter.report.workload import StatementWindow, Workload, WorkloadComparison
+from pg_aio_exporter.report.writes import write_wait_sessions
+from pg_aio_exporter.report.written import Checkpoints, Writes
 from pg_aio_exporter.thresholds import Thresholds
 
 # 2: workload time (workload, verdict.workload, comparison.workload); 3: series (the page's
@@ -170,17 +177,79 @@ def _comparison(report: Report) -> dict[str, Any] | None:
             "io_workers": base.server.settings.get("io_workers"),
         },
         "rows": [_compared(row) for row in rows],
-        "writes": writes.comparison(base, report.summary),
+        "writes": {name: c.to_json() for name, c in compare_writes(base, report.summary).items()},
     }
 
 
 def _compared(row: RowComparison) -> dict[str, Any]:
     return {
         **_labels(row.key),
-        "figures": {
-            name: {"before": c.before, "after": c.after, "ratio": c.ratio}
-            for name, c in row.changes.items()
+        "figures": {name: c.to_json() for name, c in row.changes.items()},
+    }
+
+
+# --- the write side ----------------------------------------------------------------------------
+
+
+def _operations(writes: Writes) -> dict[str, Any]:
+    total, figures = writes.total, writes.figures()
+    out: dict[str, Any] = {}
+    for name, (count_field, bytes_field, _) in WRITE_OPERATIONS.items():
+        count = getattr(total, count_field)
+        iv = figures.get(name)
+        out[name] = {
+            "count": count,
+            "per_second": writes.per_second(count),
+            "bytes_per_second": (
+                writes.per_second(getattr(total, bytes_field)) if bytes_field else None
+            ),
+            "seconds_per_operation": iv.latency_seconds if iv else None,
+            "seconds_per_byte": iv.seconds_per_byte if iv else None,
+        }
+    return out
+
+
+def _fields(counters: Any) -> dict[str, float]:
+    """A dataclass of counters as the document keeps it: every field by name."""
+    return {f: getattr(counters, f) for f in counters.__dataclass_fields__}
+
+
+def _writes(writes: Writes | None, waits: Mapping[str, float] | None) -> dict[str, Any] | None:
+    """The document's `writes` block (counts kept, so a baseline reloads exactly)."""
+    if writes is None:
+        return None
+    wal, wal_iv = writes.wal, writes.wal_figures()
+    return {
+        "counted_seconds": writes.seconds,
+        "track_io_timing_throughout": writes.timed,
+        "operations": _operations(writes),
+        "rows": [
+            {
+                "backend_type": key[0],
+                "object": key[1],
+                "context": key[2],
+                "counters": _fields(writes.rows[key]),
+            }
+            for key in sorted(writes.rows)
+            if any(v > 0 for v in _fields(writes.rows[key]).values())
+        ],
+        "buffer_writes_per_second_by_backend_type": {
+            k: writes.per_second(v) for k, v in sorted(writes.buffer_writes().items())
         },
+        "backend_write_share": writes.backend_share(),
+        "wal": None
+        if wal is None
+        else {
+            "counted_seconds": writes.wal_seconds,
+            "track_wal_io_timing_throughout": writes.wal_timed,
+            "counters": _fields(wal),
+            "bytes_per_second": writes.wal_per_second(wal.wal_bytes),
+            "syncs_per_second": writes.wal_per_second(wal.syncs),
+            "seconds_per_write": wal_iv.write_latency_seconds if wal_iv else None,
+            "seconds_per_sync": wal_iv.sync_latency_seconds if wal_iv else None,
+        },
+        "write_wait_sessions": dict(waits or {}),
+        "checkpoints": None if writes.checkpoints is None else _fields(writes.checkpoints),
     }
 
 
@@ -220,11 +289,11 @@ def to_json(report: Report, thresholds: Thresholds) -> dict[str, Any]:
         },
         "activity": _activity(summary.activity, thresholds),
         "workload": _workload(summary.workload),
-        "writes": writes.to_json(
-            summary,
+        "writes": _writes(
+            summary.writes,
             None
             if thresholds.writes is None
-            else writes.write_wait_sessions(summary.activity, thresholds.writes),
+            else write_wait_sessions(summary.activity, thresholds.writes),
         ),
         "not_visible": list(summary.not_visible),
         "not_read": list(summary.not_read),
@@ -342,6 +411,33 @@ def workload_from_json(entry: Mapping[str, Any] | None, samples: int) -> Workloa
     )
 
 
+def _floats(counters: Mapping[str, Any]) -> dict[str, float]:
+    return {str(k): float(v) for k, v in counters.items()}
+
+
+def _writes_from_json(block: Mapping[str, Any] | None) -> Writes | None:
+    """A saved `writes` block read back (None when the document has none: an older report)."""
+    if block is None:
+        return None
+    wal = block["wal"]
+    return Writes(
+        rows={
+            (str(r["backend_type"]), str(r["object"]), str(r["context"])): WriteCounters(
+                **_floats(r["counters"])
+            )
+            for r in block["rows"]
+        },
+        seconds=float(block["counted_seconds"]),
+        timed=bool(block["track_io_timing_throughout"]),
+        wal=None if wal is None else WalCounters(**_floats(wal["counters"])),
+        wal_seconds=0.0 if wal is None else float(wal["counted_seconds"]),
+        wal_timed=False if wal is None else bool(wal["track_wal_io_timing_throughout"]),
+        checkpoints=None
+        if block.get("checkpoints") is None
+        else Checkpoints(**_floats(block["checkpoints"])),
+    )
+
+
 def from_json(doc: Mapping[str, Any]) -> Summary:
     """The summary a document was made from (KeyError, TypeError or ValueError if it is
     incomplete)."""
@@ -384,7 +480,7 @@ def from_json(doc: Mapping[str, Any]) -> Summary:
             if doc["schema"] >= 2
             else None
         ),
-        writes=writes.from_json(doc.get("writes")),
+        writes=_writes_from_json(doc.get("writes")),
         series=doc.get("series"),  # schema 3
     )
 

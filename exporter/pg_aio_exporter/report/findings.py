@@ -16,6 +16,7 @@ from typing import Any
 
 from pg_aio_exporter.collectors import settings as aio_settings
 from pg_aio_exporter.report import units
+from pg_aio_exporter.report.side import Regression, against
 from pg_aio_exporter.report.summary import Summary
 from pg_aio_exporter.report.workload import (
     STATEMENTS,
@@ -70,8 +71,7 @@ class Context:
         return None if figures is None else figures.latency_seconds
 
     def seconds_per_byte(self) -> float | None:
-        figures = self.summary.total.figures
-        return None if figures is None else figures.seconds_per_byte
+        return self.summary.total.seconds_per_byte()
 
     def latency_limit(self) -> float | None:
         """PgAioReadLatencyHigh's limit for this window's average read size."""
@@ -91,11 +91,11 @@ class Context:
             t, per_read, t.allowed_seconds_per_read(size), t.usual_for_reads(per_read, size)
         )
 
-    def baseline_seconds_per_byte(self) -> float | None:
+    def regression(self) -> Regression | None:
+        """Read wait per byte against the baseline's, when both windows measured waits."""
         if self.baseline is None:
             return None
-        figures = self.baseline.total.figures
-        return None if figures is None else figures.seconds_per_byte
+        return against(self.seconds_per_byte(), self.baseline.total.seconds_per_byte())
 
     def workload(self) -> WorkloadComparison | None:
         """Workload time now against the baseline: the answer to "faster or slower"."""
@@ -248,11 +248,11 @@ def storage_saturated(ctx: Context) -> Finding | None:
     signals: list[str] = []
     if per_read > limit:
         signals.append(f"{ctx.read_class_words()}")
-    baseline = ctx.baseline_seconds_per_byte()
-    if baseline is not None and baseline > 0 and per_byte > t.latency_factor * baseline:
+    found = ctx.regression()
+    if found is not None and found.saturating(t.baseline):
         # The alert's test, with the baseline file in place of the target's own median.
-        evidence |= {"baseline_seconds_per_byte": baseline, "latency_factor": t.latency_factor}
-        signals.append(f"{units.ratio(per_byte / baseline)} the baseline's wait per MiB")
+        evidence |= {"baseline_seconds_per_byte": found.before, "latency_factor": t.latency_factor}
+        signals.append(f"{units.ratio(found.ratio)} the baseline's wait per MiB")
     at_limit = _at_volume_limit(ctx)
     if at_limit is not None:
         evidence |= {"volume_max_ops": t.volume_max_ops, "volume_max_bytes": t.volume_max_bytes}
@@ -495,20 +495,11 @@ def stats_reset_during_window(ctx: Context) -> Finding | None:
     )
 
 
-def _regression(ctx: Context) -> tuple[float, float, float] | None:
-    """(per byte now, per byte before, ratio), when both windows measured waits."""
-    now, before = ctx.seconds_per_byte(), ctx.baseline_seconds_per_byte()
-    if now is None or before is None or before <= 0:
-        return None
-    return now, before, now / before
-
-
 def read_latency_regression(ctx: Context) -> Finding | None:
-    found = _regression(ctx)
+    found = ctx.regression()
     factor = ctx.thresholds.regression_factor
-    if found is None or not ctx.enough_reads or found[2] <= factor:
+    if found is None or not ctx.enough_reads or not found.regressed(ctx.thresholds.baseline):
         return None
-    now, before, ratio = found
     advice = (
         "Per byte, so larger combined reads cannot cause this: storage or contention got"
         f" slower. Compare the io_method, {ctx.summary.server.pool_setting} and sampled waits of"
@@ -529,8 +520,8 @@ def read_latency_regression(ctx: Context) -> Finding | None:
     return Finding(
         "read_latency_regression",
         severity,
-        f"Reads wait {units.ratio(ratio)} longer per byte than in the baseline:"
-        f" {units.per_mib(now)} against {units.per_mib(before)}.",
+        f"Reads wait {units.ratio(found.ratio)} longer per byte than in the baseline:"
+        f" {units.per_mib(found.now)} against {units.per_mib(found.before)}.",
         _regression_evidence(ctx, found, factor, workload),
         advice,
     )
@@ -538,15 +529,14 @@ def read_latency_regression(ctx: Context) -> Finding | None:
 
 def _regression_evidence(
     ctx: Context,
-    found: tuple[float, float, float],
+    found: Regression,
     factor: float,
     workload: WorkloadComparison | None,
 ) -> dict[str, Any]:
-    now, before, ratio = found
     return {
-        "seconds_per_byte": now,
-        "baseline_seconds_per_byte": before,
-        "ratio": ratio,
+        "seconds_per_byte": found.now,
+        "baseline_seconds_per_byte": found.before,
+        "ratio": found.ratio,
         "factor": factor,
         "reads_per_second": ctx.reads_per_second,
         "workload_time_ratio": workload.time_ratio if workload is not None else None,
@@ -554,7 +544,7 @@ def _regression_evidence(
 
 
 def _faster_despite_read_wait(
-    ctx: Context, workload: WorkloadComparison, found: tuple[float, float, float], then: str | None
+    ctx: Context, workload: WorkloadComparison, found: Regression, then: str | None
 ) -> Finding:
     """Read wait per byte rose while the work got done faster: an explanation, not a
     regression."""
@@ -574,7 +564,7 @@ def _faster_despite_read_wait(
     return Finding(
         "read_latency_regression",
         "info",
-        f"Reads wait {units.ratio(found[2])} longer per byte than in the baseline, yet the"
+        f"Reads wait {units.ratio(found.ratio)} longer per byte than in the baseline, yet the"
         f" workload ran {units.ratio(1 / workload.time_ratio)} faster ({workload.basis}):"
         f" {why}.",
         _regression_evidence(ctx, found, ctx.thresholds.regression_factor, workload),
@@ -661,18 +651,18 @@ def wait_per_read_rose_with_read_size(ctx: Context) -> Finding | None:
     size = now.size_bytes / before.size_bytes
     if per_read <= 1 or size <= 1:
         return None
-    found = _regression(ctx)
+    found = ctx.regression()
     return Finding(
         "wait_per_read_rose_with_read_size",
         "info",
         f"Each read waits {units.ratio(per_read)} longer than in the baseline, but reads are"
         f" {units.ratio(size)} larger ({units.size(before.size_bytes)} ->"
         f" {units.size(now.size_bytes)}): per byte the wait changed"
-        f" {units.ratio(found[2]) if found else 'unknown'}.",
+        f" {units.ratio(found.ratio) if found else 'unknown'}.",
         {
             "seconds_per_read_ratio": per_read,
             "read_size_ratio": size,
-            "seconds_per_byte_ratio": found[2] if found else None,
+            "seconds_per_byte_ratio": found.ratio if found else None,
         },
         "Not a regression: PostgreSQL 18 combines up to io_combine_limit blocks into one read,"
         " so a read carries more data and takes longer. Compare the wait per MiB.",

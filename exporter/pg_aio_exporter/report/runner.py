@@ -2,7 +2,8 @@
 POLL_EVERY seconds and at the end, sampled every sample interval, then summarised.
 
 Nothing here queries PostgreSQL by itself: the worker runs the registry's collectors, as the
-exporter does, and a tap hands this module their rows and failures.
+exporter does, and a tap hands this module their snapshots (one domain type per view) and
+failures.
 """
 
 from __future__ import annotations
@@ -14,18 +15,20 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pg_aio_exporter.collectors import (
-    checkpointer,
-    pg_stat_database,
-    pg_stat_io,
-    pg_stat_statements,
-    pg_stat_wal,
-    pg_wait_events,
-    server,
-    settings,
+from pg_aio_exporter.collectors import pg_stat_io, pg_stat_statements, registry
+from pg_aio_exporter.collectors.checkpointer import CheckpointerCounts
+from pg_aio_exporter.collectors.intervals import (
+    NO_WRITES,
+    ReadWindow,
+    Snapshot,
+    WalSnapshot,
+    WalWindow,
 )
-from pg_aio_exporter.collectors.base import Row
-from pg_aio_exporter.collectors.intervals import NO_WRITES, ReadWindow, WalWindow
+from pg_aio_exporter.collectors.pg_stat_database import DatabaseWork, own_flush
+from pg_aio_exporter.collectors.pg_stat_statements import Statements
+from pg_aio_exporter.collectors.pg_wait_events import WaitClasses
+from pg_aio_exporter.collectors.server import ServerVersion
+from pg_aio_exporter.collectors.settings import SettingsFacts
 from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 from pg_aio_exporter.poll.worker import TargetWorker
@@ -72,9 +75,9 @@ class Recorder:
         self.reads = ReadWindow()
         self.wal = WalWindow()
         self.wal_seen = False  # the pg_stat_wal collector answered (PostgreSQL 14+)
-        self.checkpoints: list[Row] = []  # the window's first and last checkpointer row
-        self.server_rows: list[Row] = []
-        self.settings_rows: list[Row] = []
+        self.checkpoints: list[CheckpointerCounts] = []  # the window's first and last
+        self.server: ServerVersion | None = None
+        self.settings: SettingsFacts | None = None
         self.wait_classes: dict[str, str] = {}  # pg_wait_events: event -> class (17+)
         self.samples = 0
         self.totals: dict[str, Any] = {}  # the sample collectors', by summary.Activity field
@@ -95,11 +98,11 @@ class Recorder:
         self.series = series.SeriesRecorder(self.every)
         self.origin = time.time()
 
-    def polled(self, collector: str, rows: list[Row], read_at: float) -> None:
+    def polled(self, collector: str, snapshot: object | None, read_at: float) -> None:
+        """One collector's poll, by the type of its snapshot (base.Snapshots)."""
         self.answered.add(collector)
-        if collector == pg_stat_io.PgStatIoCollector.name:
-            snapshot = pg_stat_io.read_snapshot(rows)
-            if snapshot is not None:
+        match snapshot:
+            case Snapshot():
                 self.reads.observe(snapshot, read_at)
                 self.series.poll(
                     series.PollTotal(
@@ -110,24 +113,22 @@ class Recorder:
                         sum(self.reads.writes.values(), NO_WRITES),
                     )
                 )
-        elif collector == pg_stat_wal.PgStatWalCollector.name:
-            wal = pg_stat_wal.wal_snapshot(rows)
-            if wal is not None:
+            case WalSnapshot():
                 self.wal_seen = True
-                self.wal.observe(wal, read_at)
-        elif collector == checkpointer.CheckpointerCollector.name and rows:
-            self.checkpoints = [*self.checkpoints[:1], rows[0]]
-        elif collector == server.ServerCollector.name:
-            self.server_rows = rows
-        elif collector == settings.SettingsCollector.name:
-            self.settings_rows = rows
-            self.statements.polls += 1
-        elif collector == pg_stat_statements.PgStatStatementsCollector.name:
-            self.statements.observe_statements(rows)
-        elif collector == pg_stat_database.PgStatDatabaseCollector.name:
-            self.statements.observe_databases(rows, read_at)
-        elif collector == pg_wait_events.PgWaitEventsCollector.name:
-            self.wait_classes = pg_wait_events.classes(rows)
+                self.wal.observe(snapshot, read_at)
+            case CheckpointerCounts():
+                self.checkpoints = [*self.checkpoints[:1], snapshot]
+            case ServerVersion():
+                self.server = snapshot
+            case SettingsFacts():
+                self.settings = snapshot
+                self.statements.polls += 1
+            case Statements():
+                self.statements.observe_statements(snapshot)
+            case DatabaseWork():
+                self.statements.observe_databases(snapshot, read_at)
+            case WaitClasses():
+                self.wait_classes = dict(snapshot.classes)
 
     def sampled(self, samples: int, totals: dict[str, Any], answered: list[str]) -> None:
         self.samples, self.totals = samples, totals
@@ -197,21 +198,18 @@ class WorkloadWindow:
         )
         self.last: dict[pg_stat_statements.StatementKey, pg_stat_statements.Statement] = {}
         self.hidden = 0
-        self.work: list[tuple[pg_stat_database.DatabaseWork, float]] = []  # every read
+        self.work: list[tuple[DatabaseWork, float]] = []  # every read
         self.polls = 0  # polls since the window started: the report's own transactions
         self.sessions: list[tuple[float, int]] = []  # per sample: when, client sessions working
         self.connected: list[tuple[float, int]] = []  # per sample: when, client sessions connected
 
-    def observe_statements(self, rows: list[Row]) -> None:
-        self.last = pg_stat_statements.statements(rows)
-        self.hidden = pg_stat_statements.hidden(rows)
+    def observe_statements(self, seen: Statements) -> None:
+        self.last, self.hidden = seen.by_key, seen.hidden
         if self.first is None:
             self.first = self.last
 
-    def observe_databases(self, rows: list[Row], read_at: float) -> None:
-        work = pg_stat_database.database_work(rows)
-        if work is not None:
-            self.work.append((work, read_at))
+    def observe_databases(self, work: DatabaseWork, read_at: float) -> None:
+        self.work.append((work, read_at))
 
     def observe_sample(self, at: float, working: int, connected: int) -> None:
         self.sessions.append((at, working))
@@ -232,13 +230,13 @@ class WorkloadWindow:
         out.sort(key=lambda s: (-s.counters.exec_seconds, s.key))
         return {s.key: s for s in out[:KEPT]}
 
-    def segments(self) -> list[tuple[float, float, pg_stat_database.DatabaseWork]]:
+    def segments(self) -> list[tuple[float, float, DatabaseWork]]:
         """The spans between two consecutive reads whose counts continue (no restart, no
         stats_reset between): (from, until, what was counted in it)."""
         out = []
         for (first, at), (last, until) in itertools.pairwise(self.work):
             if last.continues(first):
-                grown = pg_stat_database.DatabaseWork(
+                grown = DatabaseWork(
                     last.transactions - first.transactions,
                     last.blocks - first.blocks,
                     last.start_time,
@@ -285,27 +283,17 @@ class WorkloadWindow:
         return self.work[-1][1] - self.work[0][1] if len(self.work) > 1 else 0.0
 
 
-def server_facts(server_rows: list[Row], settings_rows: list[Row]) -> ServerFacts:
-    version = server_rows[0]
-    values: dict[str, float] = {}
-    io_method, io_methods, pending = None, (), []
-    aio_settings = settings.by_name()
-    for row in settings_rows:
-        name = row["name"]
-        if row["pending_restart"]:
-            pending.append(name)
-        if name in aio_settings:
-            key = aio_settings[name].key
-            values[key] = settings.setting_value(row["setting"], row["unit"], row["vartype"])
-        elif name == "io_method":
-            io_method, io_methods = row["setting"], tuple(row["enumvals"] or [row["setting"]])
+def server_facts(version: ServerVersion, read: SettingsFacts | None) -> ServerFacts:
+    """The server's facts from its snapshots; no settings when pg_settings was never read."""
+    if read is None:
+        return ServerFacts(version.version, version.version_num, {}, None)
     return ServerFacts(
-        version=version["version"],
-        version_num=version["version_num"],
-        settings=values,
-        io_method=io_method,
-        io_methods=io_methods,
-        pending_restart=tuple(sorted(pending)),
+        version=version.version,
+        version_num=version.version_num,
+        settings=read.values,
+        io_method=read.io_method,
+        io_methods=read.io_methods,
+        pending_restart=read.pending_restart,
     )
 
 
@@ -336,8 +324,8 @@ async def measure(
         timeout=timeout,
         tap=recorder,
         logger=QUIET,
-        per_row=True,
-        flush_own_stats=True,
+        poll_collectors=registry.report_collectors(),
+        closing_statement=own_flush,
     )
     # The first poll connects (its failure, scrubbed and classified by the worker, is the
     # report's). A new connection reads some 70 catalog blocks, and its first statements a few
@@ -358,9 +346,9 @@ async def measure(
     finally:
         if shown is not None:
             shown.cancel()
-    if not recorder.server_rows:
+    if recorder.server is None:
         raise recorder.unreachable(target)
-    facts = server_facts(recorder.server_rows, recorder.settings_rows)
+    facts = server_facts(recorder.server, recorder.settings)
     # An absent pg_stat_statements is no view the report failed to read: the workload's basis
     # names it (DB time per transaction instead) with its reason.
     unseen = [

@@ -20,6 +20,7 @@ from pg_aio_exporter.collectors.intervals import (
     total,
 )
 from pg_aio_exporter.collectors.pg_stat_io import PgStatIoCollector
+from pg_aio_exporter.report.side import Figures, rate
 from pg_aio_exporter.report.workload import Workload
 from pg_aio_exporter.report.written import Writes
 from pg_aio_exporter.versions import PG16, PG18, PG19
@@ -82,9 +83,21 @@ class ServerFacts:
         return "io_max_workers" if self.self_sizing_pool else "io_workers"
 
 
+# The read side's figures by name, in the order the comparison shows them (Reads.named).
+READ_FIGURES = (
+    "seconds_per_byte",
+    "seconds_per_read",
+    "read_size_bytes",
+    "bytes_per_second",
+    "reads_per_second",
+    "hit_ratio",
+)
+
+
 @dataclass(frozen=True)
 class Reads:
-    """Counted reads of one pg_stat_io row, or of the whole server, over the window."""
+    """Counted reads of one pg_stat_io row, or of the whole server, over the window: the read
+    side (report/side.py)."""
 
     counters: ReadCounters
     seconds: float  # the time the counts cover
@@ -96,11 +109,11 @@ class Reads:
 
     @property
     def reads_per_second(self) -> float:
-        return self.counters.reads / self.seconds if self.seconds > 0 else 0.0
+        return rate(self.counters.reads, self.seconds)
 
     @property
     def bytes_per_second(self) -> float:
-        return self.counters.read_bytes / self.seconds if self.seconds > 0 else 0.0
+        return rate(self.counters.read_bytes, self.seconds)
 
     @property
     def wait_sessions(self) -> float | None:
@@ -108,6 +121,23 @@ class Reads:
         if not self.timed or self.seconds <= 0:
             return None
         return self.counters.read_time_ms / 1000.0 / self.seconds
+
+    def seconds_per_byte(self) -> float | None:
+        """The figure a side compares with its baseline: wait per byte read."""
+        figures = self.figures
+        return None if figures is None else figures.seconds_per_byte
+
+    def named(self) -> Figures:
+        """The figures by name (READ_FIGURES), as the comparison shows them."""
+        figures = self.figures
+        return {
+            "seconds_per_byte": figures.seconds_per_byte if figures else None,
+            "seconds_per_read": figures.latency_seconds if figures else None,
+            "read_size_bytes": figures.size_bytes if figures else None,
+            "bytes_per_second": self.bytes_per_second,
+            "reads_per_second": self.reads_per_second,
+            "hit_ratio": figures.hit_ratio if figures else None,
+        }
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,12 @@ from typing import Any
 
 from pg_aio_exporter.collectors import settings as aio_settings
 from pg_aio_exporter.collectors.intervals import LabelKey
-from pg_aio_exporter.report import units, writes
-from pg_aio_exporter.report.compare import RowComparison
+from pg_aio_exporter.report import units
+from pg_aio_exporter.report.compare import RowComparison, compare_writes
 from pg_aio_exporter.report.outcome import Report
+from pg_aio_exporter.report.side import Shown, change_cells
 from pg_aio_exporter.report.summary import Activity, Reads, ServerFacts, Summary
+from pg_aio_exporter.report.writes import write_wait_sessions
 from pg_aio_exporter.thresholds import Thresholds
 from pg_aio_exporter.vocabulary import MIB
 
@@ -19,13 +21,30 @@ WIDTH = 100
 TOP_WAITS = 8
 INDENT = "  "
 
-FIGURE_NAMES = {
+
+def _mib_per_second(value: float | None) -> str:
+    return f"{units.mib(value)}/s" if value is not None else units.NONE
+
+
+# How each side's figures are shown (summary.READ_FIGURES, written.WRITE_FIGURES).
+READ_SHOWN: Shown = {
     "seconds_per_byte": ("wait per MiB", units.per_mib),
     "seconds_per_read": ("wait per read", units.ms),
     "read_size_bytes": ("read size", units.size),
-    "bytes_per_second": ("throughput", lambda v: f"{units.mib(v)}/s" if v is not None else "n/a"),
-    "reads_per_second": ("reads/s", lambda v: units.rate(v) if v is not None else "n/a"),
+    "bytes_per_second": ("throughput", _mib_per_second),
+    "reads_per_second": ("reads/s", lambda v: units.rate(v) if v is not None else units.NONE),
     "hit_ratio": ("hit ratio", units.fraction),
+}
+WRITE_SHOWN: Shown = {
+    "write_seconds_per_byte": ("write time per MiB", units.per_mib),
+    "write_seconds_per_operation": ("time per write", units.ms),
+    "write_bytes_per_second": ("write throughput", _mib_per_second),
+    "extend_seconds_per_byte": ("extend time per MiB", units.per_mib),
+    "fsync_seconds_per_operation": ("time per data fsync", units.ms),
+    "wal_seconds_per_sync": ("time per WAL sync", units.ms),
+    "wal_seconds_per_write": ("time per WAL write", units.ms),
+    "wal_bytes_per_second": ("WAL throughput", _mib_per_second),
+    "backend_write_share": ("client share of writes", units.fraction),
 }
 
 
@@ -218,27 +237,48 @@ def _comparison(report: Report) -> list[str]:
         out += _change_table(row)
     if report.summary.writes is not None or base.writes is not None:
         out.append(f"{INDENT}writes, whole server")
-        out += writes.comparison_lines(base, report.summary, INDENT * 2)
+        out += [
+            f"{INDENT * 2}{label:<24} {before:>14} {after:>14} {ratio:>8}"
+            for label, (before, after, ratio) in change_cells(
+                compare_writes(base, report.summary), WRITE_SHOWN
+            )
+        ]
     return out
 
 
 def _writes(summary: Summary, thresholds: Thresholds) -> list[str]:
-    if summary.writes is None and summary.server.has_pg_stat_io and not summary.reads_read:
-        return [*_heading("Writes (pg_stat_io and WAL)"), f"{INDENT}{NOT_READ}"]
-    lines = writes.text_lines(summary, thresholds.writes, INDENT)
-    if not lines:
+    """The Writes section (none when the write side was not measured)."""
+    writes = summary.writes
+    if writes is None:
+        if summary.server.has_pg_stat_io and not summary.reads_read:
+            return [*_heading("Writes (pg_stat_io and WAL)"), f"{INDENT}{NOT_READ}"]
         return []
-    seconds = summary.writes.seconds if summary.writes is not None else 0.0
-    return [*_heading(f"Writes (pg_stat_io and WAL, over {units.duration(seconds)})"), *lines]
+    out = _heading(f"Writes (pg_stat_io and WAL, over {units.duration(writes.seconds)})")
+    for name, value in writes.named().items():
+        label, show = WRITE_SHOWN[name]
+        out.append(f"{INDENT}{label}: {show(value)}")
+    by_type = writes.buffer_writes()
+    if by_type:
+        out.append(
+            f"{INDENT}shared buffers written/s by: "
+            + ", ".join(
+                f"{k} {units.rate(writes.per_second(v))}" for k, v in sorted(by_type.items())
+            )
+        )
+    if thresholds.writes is not None and summary.waits_read:
+        waits = write_wait_sessions(summary.activity, thresholds.writes)
+        shown = ", ".join(
+            f"{k} {units.sessions(v)}" for k, v in sorted(waits.items(), key=lambda kv: -kv[1])
+        )
+        out.append(
+            f"{INDENT}sessions waiting on writes: {units.sessions(sum(waits.values()))}"
+            + (f" ({shown})" if shown else "")
+        )
+    return out
 
 
 def _change_table(row: RowComparison) -> list[str]:
-    cells = []
-    for name, change in row.changes.items():
-        label, show = FIGURE_NAMES[name]
-        cells.append(
-            (INDENT + label, [show(change.before), show(change.after), units.ratio(change.ratio)])
-        )
+    cells = [(INDENT + label, shown) for label, shown in change_cells(row.changes, READ_SHOWN)]
     return _table(cells, ("baseline", "now", "ratio"))
 
 

@@ -1,10 +1,7 @@
-"""The report's write side: what the window wrote (pg_stat_io's write operations, WAL from the
-pg_stat_wal collector, who wrote shared buffers, sessions waiting on writes), the findings the
-write alerts make, the write sentence of the storage verdict, and the `writes` blocks of the JSON
-document, its comparison and the text.
-
-Kept apart from the read side (summary.py, findings.py, ...) so that each changes alone; the
-figures come from the collectors' own interval math (collectors/intervals.py).
+"""The write side's findings (what the write alerts make of the window) and the write sentence
+of the storage verdict: the twin of findings.py's read checks, judging written.Writes with the
+same shape (report/side.py) and the write side's own baseline settings. The write side's JSON,
+comparison and text are in document.py, compare.py and text.py beside the read side's.
 """
 
 from __future__ import annotations
@@ -13,15 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pg_aio_exporter.collectors.intervals import (
-    WRITE_OPERATIONS,
-    WalCounters,
-    WriteCounters,
-)
 from pg_aio_exporter.report import units
 from pg_aio_exporter.report.findings import Context, Finding, class_words
-from pg_aio_exporter.report.summary import Activity, Summary
-from pg_aio_exporter.report.written import Checkpoints, Writes
+from pg_aio_exporter.report.side import Regression, against
+from pg_aio_exporter.report.summary import Activity
+from pg_aio_exporter.report.written import Writes
 from pg_aio_exporter.thresholds import WriteThresholds
 from pg_aio_exporter.vocabulary import CLIENT_BACKEND as CLIENT
 from pg_aio_exporter.vocabulary import IO_WORKER
@@ -87,12 +80,10 @@ def _judged(ctx: Context) -> _Judged | None:
     return _Judged(writes, t, write_wait_sessions(ctx.summary.activity, t))
 
 
-def _baseline_per_byte(ctx: Context) -> float | None:
+def _regression(ctx: Context, j: _Judged) -> Regression | None:
+    """Buffer write time per byte against the baseline's, when both were judged."""
     base = ctx.baseline.writes if ctx.baseline is not None else None
-    if base is None:
-        return None
-    write = base.figures().get("write")
-    return None if write is None else write.seconds_per_byte
+    return against(j.write_per_byte(), base.seconds_per_byte() if base is not None else None)
 
 
 def _checkpoint_advice(writes: Writes) -> str:
@@ -153,18 +144,18 @@ def wal_sync_latency_high(ctx: Context, j: _Judged) -> Finding | None:
 
 
 def write_latency_regression(ctx: Context, j: _Judged) -> Finding | None:
-    now, before = j.write_per_byte(), _baseline_per_byte(ctx)
-    if now is None or before is None or before <= 0 or now / before <= j.t.regression_factor:
+    found = _regression(ctx, j)
+    if found is None or not found.regressed(j.t.baseline):
         return None
     return Finding(
         "write_latency_regression",
         ctx.severity("PgAioWriteLatencyRegression"),
-        f"Buffer writes take {units.ratio(now / before)} longer per byte than in the baseline:"
-        f" {units.per_mib(now)} against {units.per_mib(before)}.",
+        f"Buffer writes take {units.ratio(found.ratio)} longer per byte than in the baseline:"
+        f" {units.per_mib(found.now)} against {units.per_mib(found.before)}.",
         {
-            "seconds_per_byte": now,
-            "baseline_seconds_per_byte": before,
-            "ratio": now / before,
+            "seconds_per_byte": found.now,
+            "baseline_seconds_per_byte": found.before,
+            "ratio": found.ratio,
             "factor": j.t.regression_factor,
             "writes_per_second": j.writes.per_second(j.writes.total.writes),
         },
@@ -230,10 +221,10 @@ def storage_saturated_by_writes(ctx: Context, j: _Judged) -> Finding | None:
     if sync is not None and sync > j.t.max_seconds_per_sync:
         signals.append(f"WAL syncs take {units.ms(sync)} each")
         evidence["seconds_per_sync"] = sync
-    now, before = j.write_per_byte(), _baseline_per_byte(ctx)
-    if now is not None and before and now / before > j.t.latency_factor:
-        signals.append(f"buffer writes take {units.ratio(now / before)} the baseline's per MiB")
-        evidence |= {"seconds_per_byte": now, "baseline_seconds_per_byte": before}
+    found = _regression(ctx, j)
+    if found is not None and found.saturating(j.t.baseline):
+        signals.append(f"buffer writes take {units.ratio(found.ratio)} the baseline's per MiB")
+        evidence |= {"seconds_per_byte": found.now, "baseline_seconds_per_byte": found.before}
     if not signals:
         return None
     top = max(j.waits, key=lambda name: j.waits[name])
@@ -299,202 +290,3 @@ def storage_sentence(ctx: Context, found: Mapping[str, Finding], read_side: str)
     if slow:
         return read_side + " Writes are slow: " + " ".join(slow)
     return read_side
-
-
-# --- the JSON document and its comparison ------------------------------------------------------
-
-
-def _operations(writes: Writes) -> dict[str, Any]:
-    total, figures = writes.total, writes.figures()
-    out: dict[str, Any] = {}
-    for name, (count_field, bytes_field, _) in WRITE_OPERATIONS.items():
-        count = getattr(total, count_field)
-        iv = figures.get(name)
-        out[name] = {
-            "count": count,
-            "per_second": writes.per_second(count),
-            "bytes_per_second": (
-                writes.per_second(getattr(total, bytes_field)) if bytes_field else None
-            ),
-            "seconds_per_operation": iv.latency_seconds if iv else None,
-            "seconds_per_byte": iv.seconds_per_byte if iv else None,
-        }
-    return out
-
-
-def to_json(summary: Summary, activity_waits: Mapping[str, float] | None) -> dict[str, Any] | None:
-    """The document's `writes` block (counts kept, so a baseline reloads exactly)."""
-    writes = summary.writes
-    if writes is None:
-        return None
-    wal, wal_iv = writes.wal, writes.wal_figures()
-    return {
-        "counted_seconds": writes.seconds,
-        "track_io_timing_throughout": writes.timed,
-        "operations": _operations(writes),
-        "rows": [
-            {
-                "backend_type": key[0],
-                "object": key[1],
-                "context": key[2],
-                "counters": {
-                    f: getattr(writes.rows[key], f) for f in WriteCounters.__dataclass_fields__
-                },
-            }
-            for key in sorted(writes.rows)
-            if any(v > 0 for v in _values(writes.rows[key]))
-        ],
-        "buffer_writes_per_second_by_backend_type": {
-            k: writes.per_second(v) for k, v in sorted(writes.buffer_writes().items())
-        },
-        "backend_write_share": writes.backend_share(),
-        "wal": None
-        if wal is None
-        else {
-            "counted_seconds": writes.wal_seconds,
-            "track_wal_io_timing_throughout": writes.wal_timed,
-            "counters": {f: getattr(wal, f) for f in WalCounters.__dataclass_fields__},
-            "bytes_per_second": writes.wal_per_second(wal.wal_bytes),
-            "syncs_per_second": writes.wal_per_second(wal.syncs),
-            "seconds_per_write": wal_iv.write_latency_seconds if wal_iv else None,
-            "seconds_per_sync": wal_iv.sync_latency_seconds if wal_iv else None,
-        },
-        "write_wait_sessions": dict(activity_waits or {}),
-        "checkpoints": None
-        if writes.checkpoints is None
-        else {f: getattr(writes.checkpoints, f) for f in Checkpoints.__dataclass_fields__},
-    }
-
-
-def _values(counters: WriteCounters) -> list[float]:
-    return [getattr(counters, f) for f in WriteCounters.__dataclass_fields__]
-
-
-def from_json(block: Mapping[str, Any] | None) -> Writes | None:
-    """A saved `writes` block read back (None when the document has none: an older report)."""
-    if block is None:
-        return None
-    rows = {
-        (str(r["backend_type"]), str(r["object"]), str(r["context"])): WriteCounters(
-            **{k: float(v) for k, v in r["counters"].items()}
-        )
-        for r in block["rows"]
-    }
-    wal = block["wal"]
-    return Writes(
-        rows=rows,
-        seconds=float(block["counted_seconds"]),
-        timed=bool(block["track_io_timing_throughout"]),
-        wal=None
-        if wal is None
-        else WalCounters(**{k: float(v) for k, v in wal["counters"].items()}),
-        wal_seconds=0.0 if wal is None else float(wal["counted_seconds"]),
-        wal_timed=False if wal is None else bool(wal["track_wal_io_timing_throughout"]),
-        checkpoints=None
-        if block.get("checkpoints") is None
-        else Checkpoints(**{k: float(v) for k, v in block["checkpoints"].items()}),
-    )
-
-
-def figures(writes: Writes | None) -> dict[str, float | None]:
-    """The whole server's write figures by name, as the comparison shows them."""
-    if writes is None:
-        return dict.fromkeys(FIGURES)
-    ops = _operations(writes)
-    wal_iv = writes.wal_figures()
-    wal = writes.wal
-    return {
-        "write_seconds_per_byte": ops["write"]["seconds_per_byte"],
-        "write_seconds_per_operation": ops["write"]["seconds_per_operation"],
-        "write_bytes_per_second": ops["write"]["bytes_per_second"],
-        "extend_seconds_per_byte": ops["extend"]["seconds_per_byte"],
-        "fsync_seconds_per_operation": ops["fsync"]["seconds_per_operation"],
-        "wal_seconds_per_sync": wal_iv.sync_latency_seconds if wal_iv else None,
-        "wal_seconds_per_write": wal_iv.write_latency_seconds if wal_iv else None,
-        "wal_bytes_per_second": writes.wal_per_second(wal.wal_bytes) if wal else None,
-        "backend_write_share": writes.backend_share(),
-    }
-
-
-FIGURES = (
-    "write_seconds_per_byte",
-    "write_seconds_per_operation",
-    "write_bytes_per_second",
-    "extend_seconds_per_byte",
-    "fsync_seconds_per_operation",
-    "wal_seconds_per_sync",
-    "wal_seconds_per_write",
-    "wal_bytes_per_second",
-    "backend_write_share",
-)
-
-
-def comparison(before: Summary, after: Summary) -> dict[str, dict[str, float | None]]:
-    """The whole server's write figures before and after, with after / before."""
-    then, now = figures(before.writes), figures(after.writes)
-    out: dict[str, dict[str, float | None]] = {}
-    for name in FIGURES:
-        b, a = then[name], now[name]
-        out[name] = {"before": b, "after": a, "ratio": a / b if a is not None and b else None}
-    return out
-
-
-# --- text --------------------------------------------------------------------------------------
-
-
-def _mib_per_second(value: float | None) -> str:
-    return f"{units.mib(value)}/s" if value is not None else units.NONE
-
-
-SHOW = {
-    "write_seconds_per_byte": ("write time per MiB", units.per_mib),
-    "write_seconds_per_operation": ("time per write", units.ms),
-    "write_bytes_per_second": ("write throughput", _mib_per_second),
-    "extend_seconds_per_byte": ("extend time per MiB", units.per_mib),
-    "fsync_seconds_per_operation": ("time per data fsync", units.ms),
-    "wal_seconds_per_sync": ("time per WAL sync", units.ms),
-    "wal_seconds_per_write": ("time per WAL write", units.ms),
-    "wal_bytes_per_second": ("WAL throughput", _mib_per_second),
-    "backend_write_share": ("client share of writes", units.fraction),
-}
-
-
-def text_lines(summary: Summary, t: WriteThresholds | None, indent: str) -> list[str]:
-    """The report's Writes section (empty when the write side was not measured)."""
-    writes = summary.writes
-    if writes is None:
-        return []
-    out = [
-        f"{indent}{label}: {show(value)}"
-        for name, value in figures(writes).items()
-        for label, show in [SHOW[name]]
-    ]
-    by_type = writes.buffer_writes()
-    if by_type:
-        out.append(
-            f"{indent}shared buffers written/s by: "
-            + ", ".join(
-                f"{k} {units.rate(writes.per_second(v))}" for k, v in sorted(by_type.items())
-            )
-        )
-    if t is not None and summary.waits_read:
-        waits = write_wait_sessions(summary.activity, t)
-        shown = ", ".join(
-            f"{k} {units.sessions(v)}" for k, v in sorted(waits.items(), key=lambda kv: -kv[1])
-        )
-        out.append(
-            f"{indent}sessions waiting on writes: {units.sessions(sum(waits.values()))}"
-            + (f" ({shown})" if shown else "")
-        )
-    return out
-
-
-def comparison_lines(before: Summary, after: Summary, indent: str) -> list[str]:
-    out = []
-    for name, change in comparison(before, after).items():
-        label, show = SHOW[name]
-        out.append(
-            f"{indent}{label:<24} {show(change['before']):>14} {show(change['after']):>14}"
-            f" {units.ratio(change['ratio']):>8}"
-        )
-    return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pg_aio_exporter.collectors.checkpointer import CheckpointerCounts
 from pg_aio_exporter.collectors.intervals import (
     NO_WRITES,
     IntervalOperation,
@@ -17,6 +18,7 @@ from pg_aio_exporter.collectors.intervals import (
     wal_figures,
     write_figures,
 )
+from pg_aio_exporter.report.side import Figures, rate
 from pg_aio_exporter.vocabulary import BUFFER_WRITES
 from pg_aio_exporter.vocabulary import CLIENT_BACKEND as CLIENT
 
@@ -33,13 +35,26 @@ class Checkpoints:
     maxwritten_clean: float  # background writer rounds stopped at bgwriter_lru_maxpages
 
     @classmethod
-    def between(cls, first: Mapping[str, float], last: Mapping[str, float]) -> Checkpoints | None:
+    def between(cls, first: CheckpointerCounts, last: CheckpointerCounts) -> Checkpoints | None:
         """last - first, None across a restart or a reset (a counter went backwards)."""
-        if first["start_time"] != last["start_time"]:
+        if first.start_time != last.start_time:
             return None
-        names = ("timed", "requested", "buffers_written", "buffers_clean", "maxwritten_clean")
-        delta = [last[n] - first[n] for n in names]
+        delta = [getattr(last, n) - getattr(first, n) for n in cls.__dataclass_fields__]
         return cls(*delta) if min(delta) >= 0 else None
+
+
+# The write side's figures by name, in the order the comparison shows them (Writes.named).
+WRITE_FIGURES = (
+    "write_seconds_per_byte",
+    "write_seconds_per_operation",
+    "write_bytes_per_second",
+    "extend_seconds_per_byte",
+    "fsync_seconds_per_operation",
+    "wal_seconds_per_sync",
+    "wal_seconds_per_write",
+    "wal_bytes_per_second",
+    "backend_write_share",
+)
 
 
 @dataclass(frozen=True)
@@ -63,7 +78,7 @@ class Writes:
         return write_figures(self.total, self.timed)
 
     def per_second(self, count: float) -> float:
-        return count / self.seconds if self.seconds > 0 else 0.0
+        return rate(count, self.seconds)
 
     def buffer_writes(self) -> dict[str, float]:
         """Shared buffers written back to their relation, per backend type (who writes)."""
@@ -85,4 +100,25 @@ class Writes:
         return wal_figures(self.wal, self.wal_timed)
 
     def wal_per_second(self, count: float) -> float:
-        return count / self.wal_seconds if self.wal_seconds > 0 else 0.0
+        return rate(count, self.wal_seconds)
+
+    def seconds_per_byte(self) -> float | None:
+        """The figure a side compares with its baseline: buffer write time per byte."""
+        write = self.figures().get("write")
+        return None if write is None else write.seconds_per_byte
+
+    def named(self) -> Figures:
+        """The whole server's figures by name (WRITE_FIGURES), as the comparison shows them."""
+        total, ops, wal_iv, wal = self.total, self.figures(), self.wal_figures(), self.wal
+        write, extend, fsync = ops.get("write"), ops.get("extend"), ops.get("fsync")
+        return {
+            "write_seconds_per_byte": write.seconds_per_byte if write else None,
+            "write_seconds_per_operation": write.latency_seconds if write else None,
+            "write_bytes_per_second": self.per_second(total.write_bytes),
+            "extend_seconds_per_byte": extend.seconds_per_byte if extend else None,
+            "fsync_seconds_per_operation": fsync.latency_seconds if fsync else None,
+            "wal_seconds_per_sync": wal_iv.sync_latency_seconds if wal_iv else None,
+            "wal_seconds_per_write": wal_iv.write_latency_seconds if wal_iv else None,
+            "wal_bytes_per_second": self.wal_per_second(wal.wal_bytes) if wal else None,
+            "backend_write_share": self.backend_share(),
+        }
