@@ -207,8 +207,15 @@ def io_rules(params: Params, window: str) -> list[Recording]:
             ("pg_aio", "target, backend_type, object, context", False),
             ("pg_aio_target", "target", True),
         )
-        for f in io_formulas(scope, per_target=per_target).values()
+        for f in io_formulas(scope, *relations(per_target), per_target=per_target).values()
     ]
+
+
+def relations(per_target: bool) -> tuple[str, ...]:
+    """A target's read figures leave out PostgreSQL 18's `wal` rows (WAL read by walsenders
+    and recovery, timed by track_wal_io_timing), as the report's do; the per-row rules keep
+    them, labelled."""
+    return ('object!="wal"',) if per_target else ()
 
 
 def sampler_rules(params: Params, window: str) -> list[Recording]:
@@ -316,7 +323,7 @@ def interval_rules(params: Params) -> list[Recording]:
     for minutes; here each interval counts the same whatever its throughput. The traffic is
     the interval's own too: a 5m rate on a fresh Prometheus is a fraction of the real one."""
     scope = Scope(params["selector"], params["rate_windows"][0], rate_function="irate")
-    reads = io_formulas(scope, per_target=True)
+    reads = io_formulas(scope, *relations(True), per_target=True)
     syncs = wal_formulas(scope)
     figure = partial(interval_series, params)
     min_syncs = params["alerts"]["PgAioWalSyncLatencyHigh"]["min_syncs_per_second"]

@@ -8,7 +8,7 @@ The exporter turns each interval into gauges; the report sums the intervals of i
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import astuple, dataclass, field
 from typing import TypeVar
 
@@ -128,6 +128,16 @@ def total(counters: Iterable[ReadCounters]) -> ReadCounters:
     return sum(counters, NO_READS)
 
 
+WAL_OBJECT = "wal"  # PostgreSQL 18's pg_stat_io rows of WAL I/O
+
+
+def read_total(rows: Mapping[LabelKey, ReadCounters]) -> ReadCounters:
+    """The reads of all rows but PostgreSQL 18's `wal` rows (WAL read by walsenders and
+    recovery, timed by track_wal_io_timing): the read figures are of relations, as the rules'
+    per-target ones (object!="wal")."""
+    return total(c for (_, obj, _), c in rows.items() if obj != WAL_OBJECT)
+
+
 def read_figures(delta: ReadCounters, timing: bool) -> IntervalReads | None:
     """Per-read figures of counted reads; None without reads. `timing`: track_io_timing was
     on throughout, so read_time measured something."""
@@ -224,7 +234,7 @@ class ReadWindow:
             self.writes[key] = self.writes.get(key, NO_WRITES) + wrote
 
     def total(self) -> ReadCounters:
-        return total(self.rows.values())
+        return read_total(self.rows)
 
 
 # --- WAL ---------------------------------------------------------------------------------------

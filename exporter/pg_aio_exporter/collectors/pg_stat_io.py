@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.collectors.intervals import (
+    WAL_OBJECT,
     IntervalOperation,
     LabelKey,
     ReadCounters,
@@ -21,8 +22,6 @@ from pg_aio_exporter.collectors.intervals import (
 )
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG16, PG18
-
-WAL_OBJECT = "wal"  # PostgreSQL 18's pg_stat_io rows of WAL I/O
 
 
 @dataclass(frozen=True)
