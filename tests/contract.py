@@ -71,8 +71,18 @@ SAMPLER = frozenset(
         "pg_aio_exporter_sample_overruns_total",
     }
 )
+# PostgreSQL 19's self-sizing io worker pool (io_workers is gone there): absent before 19.
+PG19 = frozenset(
+    {
+        "pg_settings_io_min_workers",
+        "pg_settings_io_max_workers",
+        "pg_settings_io_worker_idle_timeout_seconds",
+        "pg_settings_io_worker_launch_interval_seconds",
+    }
+)
 GROUPS = {
     "optional": OPTIONAL,
+    "pg19": PG19,
     "intervals": INTERVALS,
     "write_intervals": WRITE_INTERVALS,
     "sampler": SAMPLER,

@@ -7,18 +7,17 @@ checkpoint a client made.
 
 End to end on 18: pgbench's own TPC-B-like script (after pgbench -i) writes and commits, the
 write-delay shim (tests/shim/slowwrite.c) slows every fsync/fdatasync below the system call,
-the exporter and Prometheus 2, 3 and VictoriaMetrics (vmalert) side by side run the shipped
-rules (short windows, tests/alertstack.py). A read-only run (pgbench -S) names no write
-problem; under a healthy write load no alert is even pending; with syncs slowed the WAL sync
-and write-saturation alerts fire, the report's storage verdict names writes, and its time per
-WAL sync is checked against pgbench's own stopwatch; with syncs fast again the alerts resolve.
-A bulk COPY/INSERT load is checked for its extends and WAL.
+the exporter and Prometheus 2 and 3 side by side run the shipped rules (short windows,
+tests/alertstack.py). A read-only run (pgbench -S) names no write problem; under a healthy
+write load no alert is even pending; with syncs slowed the WAL sync and write-saturation alerts
+fire, the report's storage verdict names writes, and its time per WAL sync is checked against
+pgbench's own stopwatch; with syncs fast again the alerts resolve. A bulk COPY/INSERT load is
+checked for its extends and WAL.
 
-Buffer writes end to end on 18, Prometheus 2, 3 and VictoriaMetrics side by side: clients that
-must evict dirty buffers under a steady pgbench rate; the background writer stopped makes them
-write the buffers themselves (PgAioBackendsWritingBuffers), data-file writes slowed by the shim
-after a fast baseline make writes regress (PgAioWriteLatencyRegression); each fires, then
-resolves.
+Buffer writes end to end on 18, Prometheus 2 and 3 side by side: clients that must evict dirty
+buffers under a steady pgbench rate; the background writer stopped makes them write the buffers
+themselves (PgAioBackendsWritingBuffers), data-file writes slowed by the shim after a fast
+baseline make writes regress (PgAioWriteLatencyRegression); each fires, then resolves.
 """
 
 from __future__ import annotations
@@ -53,9 +52,9 @@ from dashboard_stack import dq
 from harness import Exporter, Samples, labels, wait_for
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir
 from pgbins import bin_dir
+from prometheus import VERSIONS
 from slowwrite import SlowWrites
 from test_alerts_e2e_io_uring import every_value
-from victoriametrics import ENGINES
 
 pytestmark = pytest.mark.integration
 
@@ -323,7 +322,7 @@ def test_slow_syncs_fire_the_write_alerts_and_the_report_names_writes(
     assert "write" not in read_only["verdict"]["storage"].lower(), read_only["verdict"]
 
     rules = short_rules(tmp_path, WRITE_SHORT)
-    with alert_stacks(server, rules) as stacks, Bench(dsn, phase="fast") as bench:
+    with alert_stacks(server, rules, VERSIONS) as stacks, Bench(dsn, phase="fast") as bench:
         starving = CpuWatch(lambda: {stacks[0].exporter.proc.pid} | set(backend_pids(dsn)))
         # The quiet phase proves something only once the alert's inputs exist.
         wait_for(
@@ -474,7 +473,10 @@ def test_backends_writing_and_slow_writes_fire_and_resolve(tmp_path: Path) -> No
         dsn = server.dsn()
         pgbench("-i", "-s", EVICTING_SCALE, "-q", dsn)
         rules = short_rules(tmp_path, WRITE_SHORT)
-        with alert_stacks(server, rules) as stacks, Bench(dsn, STEADY_LOAD, "healthy") as bench:
+        with (
+            alert_stacks(server, rules, VERSIONS) as stacks,
+            Bench(dsn, STEADY_LOAD, "healthy") as bench,
+        ):
             starving = CpuWatch(lambda: {stacks[0].exporter.proc.pid} | set(backend_pids(dsn)))
             measured: dict[str, list[dict[str, float | None]]] = {}
 
@@ -522,7 +524,7 @@ def test_backends_writing_and_slow_writes_fire_and_resolve(tmp_path: Path) -> No
         f" {[{n: f.after for n, f in s.items()} for s in fired_slow]}, resolved after"
         f" {regression_resolved} s; took {time.monotonic() - started:.0f} s"
     )
-    for at in range(len(ENGINES)):
+    for at in range(len(VERSIONS)):
         healthy, off, slowed = (measured[p][at] for p in ("healthy", "bgwriter off", "slow writes"))
         # The background writer at its defaults keeps ahead; stopped, the clients write all.
         assert (healthy["client_share"] or 0) < 0.5 < (off["client_share"] or 0), measured

@@ -569,11 +569,10 @@ def _cell(value: float | None, show: Callable[[float | None], str], path: str) -
     )
 
 
-def _interval(figure: dict[str, Any]) -> str:
-    """A ratio's interval where the report has one (schema 3 with intervals)."""
-    interval = figure.get("interval") or figure.get("ratio_interval")
+def _interval(interval: Any) -> str:
+    """A ratio's 90% interval where the report has one (schema 3: workload time)."""
     if isinstance(interval, list) and len(interval) == 2 and None not in interval:
-        return f"{units.ratio(interval[0])} .. {units.ratio(interval[1])}"
+        return units.interval(*interval)
     return ""
 
 
@@ -598,8 +597,17 @@ def _key_figures(doc: dict[str, Any]) -> str:
                 f"{_cell(f['before'], show, path + '.before')}"
                 f"{_cell(f['after'], show, path + '.after')}"
                 f"{_cell(f['ratio'], units.ratio, path + '.ratio')}"
-                f'<td class="n">{esc(_interval(f))}</td></tr>'
+                "<td></td></tr>"
             )
+        workload = comparison.get("workload")
+        if workload is not None:
+            path = "comparison.workload.time_ratio"
+            rows = (
+                f'<tr><th scope="row">workload time ({esc(workload["basis"])})</th>'
+                "<td></td><td></td>"
+                f"{_cell(workload['time_ratio'], units.ratio, path)}"
+                f'<td class="n">{esc(_interval(workload.get("interval")))}</td></tr>'
+            ) + rows
         head = (
             '<tr><th scope="col">whole server</th><th scope="col" class="n">baseline</th>'
             '<th scope="col" class="n">now</th><th scope="col" class="n">now / baseline</th>'
@@ -658,6 +666,7 @@ def render_report(doc: dict[str, Any], baseline: dict[str, Any] | None) -> str:
 
 COMPARED: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("workload time (x first)", "time_ratio", units.ratio),
+    ("90% interval", "interval", lambda v: _interval(v) or units.NONE),
     ("per call / transaction", "workload_seconds", units.ms),
     ("basis", "basis", lambda v: v or units.NONE),
     ("read-wait share", "read_wait_share", units.percent),
@@ -685,7 +694,7 @@ def render_compare(
             value = row[name]
             if isinstance(value, str):
                 data = f' data-json="reports.{i}.{name}"'
-            elif value is not None:
+            elif isinstance(value, int | float):
                 data = f' data-json="reports.{i}.{name}" data-value="{num(value)}"'
             else:
                 data = ""
