@@ -33,7 +33,9 @@ SHORT: dict[str, Any] = {
     "alerts": {
         # Longer than the whole test: the baseline is the median of everything seen.
         "PgAioReadLatencyRegression": {"for": "5s", "baseline_window": "10m"},
-        "PgAioReadLatencyHigh": {"for": "5s"},
+        # Time-weighted: the share of the last WINDOW's 1 s intervals above the limit, and one
+        # in the last 5 s, so that the test's phases of tens of seconds fire and resolve.
+        "PgAioReadLatencyHigh": {"for": "5s", "window": WINDOW, "recent_window": "5s"},
         "PgAioStorageSaturated": {"for": "5s"},
         "PgAioWorkerPoolSaturated": {"for": "5s"},
     },

@@ -75,7 +75,7 @@ WRITE_SHORT: dict[str, Any] = {
     **SHORT,
     "alerts": {
         **SHORT["alerts"],
-        "PgAioWalSyncLatencyHigh": {"for": "5s"},
+        "PgAioWalSyncLatencyHigh": {"for": "5s", "window": WINDOW, "recent_window": "5s"},
         "PgAioStorageSaturatedByWrites": {"for": "5s"},
         "PgAioWriteLatencyRegression": {"for": "5s"},
         "PgAioBackendsWritingBuffers": {"for": "5s"},
