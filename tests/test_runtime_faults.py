@@ -177,7 +177,13 @@ def test_clients_starting_up_are_not_hidden_from_a_superuser(pw_server: LocalSer
         ):
             clients.start()
             exp.wait_poll()
-            seen = [observer.execute(STARTING).fetchone() or (0, 0) for _ in range(20)]
+
+            def starting() -> tuple[int, int]:
+                return observer.execute(STARTING).fetchone() or (0, 0)
+
+            # The loop's thread may not have reached its first login yet on a busy host.
+            wait_for(lambda: starting()[0] >= 1, 30, "a loop client in its login trigger")
+            seen = [starting() for _ in range(20)]
             time.sleep(2)
             scraped = exp.wait_poll()
         assert max(in_trigger for in_trigger, _ in seen) >= 1, "the loop's clients were seen"
