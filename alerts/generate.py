@@ -321,7 +321,13 @@ def interval_rules(params: Params) -> list[Recording]:
     time. A count-weighted window, rate(time[5m]) / rate(ops[5m]), lets the healthy minutes
     before an incident that collapses throughput (fsync +10 ms: 28x fewer syncs) outweigh it
     for minutes; here each interval counts the same whatever its throughput. The traffic is
-    the interval's own too: a 5m rate on a fresh Prometheus is a fraction of the real one."""
+    the interval's own too: a 5m rate on a fresh Prometheus is a fraction of the real one.
+
+    The 0/1 series read the scraped counters themselves, not the interval figures recorded
+    beside them: vmalert sees a series recorded in the same evaluation only once
+    VictoriaMetrics lets it be queried (2-4 s after it arrived; no flag changes it), so each
+    recorded level between the scrapes and the alert would add an evaluation interval, and
+    inputs recorded apart would lapse apart. Prometheus computes the same values either way."""
     scope = Scope(params["selector"], params["rate_windows"][0], rate_function="irate")
     reads = io_formulas(scope, *relations(True), per_target=True)
     syncs = wal_formulas(scope)
@@ -349,20 +355,27 @@ def interval_rules(params: Params) -> list[Recording]:
             "1 when the last scrape interval's wait per read was above the storage class's "
             f"limit for reads of its size (PgAioReadLatencyHigh's) at >= "
             f"{params['min_read_ops_per_second']} reads/s, else 0",
-            f"(\n  {figure('read_latency_seconds')}\n  > bool\n"
-            f"{indent(read_allowance(params, figure('read_size_bytes')), 2)}\n)\n"
-            f"* ({figure('read_ops_per_second')} >= bool {params['min_read_ops_per_second']})",
+            f"(\n{indent(grouped(reads['read_latency_seconds'].expr))}\n  > bool\n"
+            f"{indent(read_allowance(params, grouped(reads['read_size_bytes'].expr)), 2)}\n)\n"
+            f"* ({reads['read_ops_per_second'].expr} >= bool "
+            f"{params['min_read_ops_per_second']})",
         ),
         Recording(
             figure("wal_sync_latency_above_limit"),
             "target",
             "1 when the last scrape interval's time per WAL sync was above the storage "
             f"class's seconds_per_sync at >= {min_syncs} syncs/s, else 0",
-            f"(\n  {figure('wal_sync_latency_seconds')}\n  > bool on (target) group_left ()\n"
+            f"(\n{indent(grouped(syncs['wal_sync_latency_seconds'].expr))}\n"
+            f"  > bool on (target) group_left ()\n"
             f"  {class_limit('seconds_per_sync')}\n)\n"
-            f"* ({figure('wal_syncs_per_second')} >= bool {min_syncs})",
+            f"* ({syncs['wal_syncs_per_second'].expr} >= bool {min_syncs})",
         ),
     ]
+
+
+def grouped(expr: str) -> str:
+    """`expr` as one operand of a binary operator."""
+    return f"(\n{indent(expr)}\n)" if "\n" in expr else f"({expr})"
 
 
 def mostly_above(params: Params, name: str, what: str) -> str:
