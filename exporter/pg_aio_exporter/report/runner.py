@@ -352,6 +352,11 @@ async def measure(
             shown.cancel()
     if not recorder.server_rows:
         raise recorder.unreachable(target)
+    return summarise(recorder, target.name, started, sample_interval)
+
+
+def summarise(recorder: Recorder, target: str, started: float, sample_interval: float) -> Summary:
+    """The window `recorder` was handed, from `started` to now, as the report's Summary."""
     facts = server_facts(recorder.server_rows, recorder.settings_rows)
     # An absent pg_stat_statements is no view the report failed to read: the workload's basis
     # names it (DB time per transaction instead) with its reason.
@@ -371,7 +376,7 @@ async def measure(
             " hidden (grant pg_read_all_stats, in pg_monitor): left out of workload time"
         )
     return Summary(
-        target=target.name,
+        target=target,
         started_at=started,
         ended_at=time.time(),
         server=facts,
