@@ -21,6 +21,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,15 @@ def validate(params: Params) -> Params:
                 f"{where} {window} holds fewer than 4 scrapes of scrape_interval "
                 f"{params['scrape_interval']}"
             )
+    for name in TIME_WEIGHTED:
+        p = params["alerts"][name]
+        if seconds(p["recent_window"]) < 2 * seconds(params["scrape_interval"]):
+            raise ParamsError(
+                f"{name}.recent_window {p['recent_window']} holds fewer than 2 scrapes of "
+                f"scrape_interval {params['scrape_interval']}"
+            )
+        if not 0 < p["min_share"] <= 1:
+            raise ParamsError(f"{name}.min_share must be above 0 and at most 1")
     if set(params["alerts"]) != set(ALERTS):
         raise ParamsError(f"alerts must be exactly {sorted(ALERTS)}")
     return params
@@ -208,8 +218,15 @@ def io_rules(params: Params, window: str) -> list[Recording]:
             ("pg_aio", "target, backend_type, object, context", False),
             ("pg_aio_target", "target", True),
         )
-        for f in io_formulas(scope, per_target=per_target).values()
+        for f in io_formulas(scope, *relations(per_target), per_target=per_target).values()
     ]
+
+
+def relations(per_target: bool) -> tuple[str, ...]:
+    """A target's read figures leave out PostgreSQL 18's `wal` rows (WAL read by walsenders
+    and recovery, timed by track_wal_io_timing), as the report's do; the per-row rules keep
+    them, labelled."""
+    return ('object!="wal"',) if per_target else ()
 
 
 def sampler_rules(params: Params, window: str) -> list[Recording]:
@@ -300,6 +317,100 @@ def write_rules(params: Params, window: str) -> list[Recording]:
     ]
 
 
+# The alerts judged by how much of the recent past was slow, not by the operations' count.
+TIME_WEIGHTED = ("PgAioReadLatencyHigh", "PgAioWalSyncLatencyHigh")
+
+
+def interval_series(params: Params, name: str) -> str:
+    """A figure of the last scrape interval alone (irate over the shortest rate window)."""
+    return f"pg_aio_target:{name}:irate{params['rate_windows'][0]}"
+
+
+def interval_rules(params: Params) -> list[Recording]:
+    """Latency of the last scrape interval, and whether it was above the storage class's
+    limit with traffic enough to judge (1) or not (0): the alerts average the latter over
+    time. A count-weighted window, rate(time[5m]) / rate(ops[5m]), lets the healthy minutes
+    before an incident that collapses throughput (fsync +10 ms: 28x fewer syncs) outweigh it
+    for minutes; here each interval counts the same whatever its throughput. The traffic is
+    the interval's own too: a 5m rate on a fresh Prometheus is a fraction of the real one.
+
+    The 0/1 series read the scraped counters themselves, not the interval figures recorded
+    beside them: vmalert sees a series recorded in the same evaluation only once
+    VictoriaMetrics lets it be queried (2-4 s after it arrived; no flag changes it), so each
+    recorded level between the scrapes and the alert would add an evaluation interval, and
+    inputs recorded apart would lapse apart. Prometheus computes the same values either way."""
+    scope = Scope(params["selector"], params["rate_windows"][0], rate_function="irate")
+    reads = io_formulas(scope, *relations(True), per_target=True)
+    syncs = wal_formulas(scope)
+    figure = partial(interval_series, params)
+    min_syncs = params["alerts"]["PgAioWalSyncLatencyHigh"]["min_syncs_per_second"]
+    return [
+        *(
+            Recording(
+                figure(f.name),
+                "target",
+                f"{f.meaning}, over the last scrape interval alone",
+                f.expr,
+            )
+            for f in (
+                reads["read_ops_per_second"],
+                reads["read_latency_seconds"],
+                reads["read_size_bytes"],
+                syncs["wal_syncs_per_second"],
+                syncs["wal_sync_latency_seconds"],
+            )
+        ),
+        Recording(
+            figure("read_latency_above_limit"),
+            "target",
+            "1 when the last scrape interval's wait per read was above the storage class's "
+            f"limit for reads of its size (PgAioReadLatencyHigh's) at >= "
+            f"{params['min_read_ops_per_second']} reads/s, else 0",
+            f"(\n{indent(grouped(reads['read_latency_seconds'].expr))}\n  > bool\n"
+            f"{indent(read_allowance(params, grouped(reads['read_size_bytes'].expr)), 2)}\n)\n"
+            f"* ({reads['read_ops_per_second'].expr} >= bool "
+            f"{params['min_read_ops_per_second']})",
+        ),
+        Recording(
+            figure("wal_sync_latency_above_limit"),
+            "target",
+            "1 when the last scrape interval's time per WAL sync was above the storage "
+            f"class's seconds_per_sync at >= {min_syncs} syncs/s, else 0",
+            f"(\n{indent(grouped(syncs['wal_sync_latency_seconds'].expr))}\n"
+            f"  > bool on (target) group_left ()\n"
+            f"  {class_limit('seconds_per_sync')}\n)\n"
+            f"* ({syncs['wal_syncs_per_second'].expr} >= bool {min_syncs})",
+        ),
+    ]
+
+
+def grouped(expr: str) -> str:
+    """`expr` as one operand of a binary operator."""
+    return f"(\n{indent(expr)}\n)" if "\n" in expr else f"({expr})"
+
+
+def mostly_above(params: Params, name: str, what: str) -> str:
+    """The intervals of `what` (read_latency or wal_sync_latency) were above the limit for at
+    least min_share of the alert's window and in one of its recent_window at least: quick on
+    an incident that collapses throughput, deaf to one slow interval, and over soon after the
+    incident ends."""
+    p = params["alerts"][name]
+    above = interval_series(params, f"{what}_above_limit")
+    return (
+        f"avg_over_time({above}[{p['window']}]) >= {p['min_share']}\n"
+        f"and\nmax_over_time({above}[{p['recent_window']}]) == 1"
+    )
+
+
+def share_words(params: Params, name: str) -> str:
+    p = params["alerts"][name]
+    return (
+        f"in at least {p['min_share']:g} of the scrape intervals of the last {p['window']} "
+        f"(each interval counts the same, whatever its throughput) and in one of the last "
+        f"{p['recent_window']}"
+    )
+
+
 CLASS_INFO = "pg_aio_storage_class_info"
 # Per target, what healthy storage of its class delivers (thresholds.yaml storage_classes).
 CLASS_LIMITS = {
@@ -352,6 +463,7 @@ def recording_rules(params: Params) -> list[Recording]:
         ),
         *regime_rules(params),
         *storage_class_rules(params),
+        *interval_rules(params),
     ]
 
 
@@ -443,11 +555,11 @@ def latency_regression(side: Side) -> Callable[[Params, Params], Alert]:
     return build
 
 
-def read_allowance(params: Params) -> str:
-    """What healthy storage of each target's class needs per read of this window's size."""
+def read_allowance(params: Params, size: str) -> str:
+    """What healthy storage of each target's class needs per read of the `size` series'."""
     join = "on (target) group_left ()"
     return (
-        f"{rec(params, 'pg_aio_target:read_size_bytes')}\n"
+        f"{size}\n"
         f"  / {join} {class_limit('bytes_per_second')}\n"
         f"  + {join} {class_limit('seconds_per_read')}"
     )
@@ -466,18 +578,22 @@ def class_words(params: Params, what: str) -> str:
 def read_latency_high(params: Params, p: Params) -> Alert:
     # Per operation against an allowance that grows with the read size: one 8 kB read and one
     # 1 MiB combined read are judged each by what healthy storage of the target's class needs.
+    recent = p["recent_window"]
     return Alert(
-        expr=f"{rec(params, 'pg_aio_target:read_latency_seconds')}\n>\n  {read_allowance(params)}"
-        f"\nand\n{traffic_guard(params)}",
-        summary="Reads on {{ $labels.target }} wait {{ $value | humanizeDuration }} each.",
-        description="Average wait time per read operation over the last "
-        f"{params['alert_window']} is {{{{ $value | humanizeDuration }}}}, above what healthy "
-        "storage of the target's storage class (pg_aio_storage_class_info; "
-        f"{params['default_storage_class']} unless configured) needs for reads of this size: "
-        "the volume is throttled or overloaded, or slower than its class.",
-        condition=f"read wait per operation ({params['alert_window']}) > "
+        expr=f"max_over_time({interval_series(params, 'read_latency_seconds')}[{recent}])\n"
+        f"and\n{mostly_above(params, 'PgAioReadLatencyHigh', 'read_latency')}",
+        summary="Reads on {{ $labels.target }} wait up to {{ $value | humanizeDuration }} each.",
+        description="Wait time per read operation was above what healthy storage of the "
+        "target's storage class (pg_aio_storage_class_info; "
+        f"{params['default_storage_class']} unless configured) needs for reads of its size "
+        f"{share_words(params, 'PgAioReadLatencyHigh')}; up to {{{{ $value | "
+        f"humanizeDuration }}}} per read in a scrape interval of the last {recent}: the volume "
+        "is throttled or overloaded, or slower than its class.",
+        condition=f"read wait per operation of a scrape interval > "
         f"{class_words(params, 'seconds_per_read')} + read size / "
-        f"{class_words(params, 'bytes_per_second')}, {guard_words(params)}",
+        f"{class_words(params, 'bytes_per_second')}, "
+        f"{share_words(params, 'PgAioReadLatencyHigh')}; an interval counts at "
+        f">= {params['min_read_ops_per_second']} reads/s",
     )
 
 
@@ -509,7 +625,7 @@ def slow_reads(params: Params, p: Params) -> str:
     return "\nor\n".join(
         [
             f"(\n{indent(latency_vs_baseline(params, READS))}\n) > {p['latency_factor']}",
-            f"{rec(params, 'pg_aio_target:read_latency_seconds')}\n  >\n  {read_allowance(params)}",
+            f"(\n{indent(mostly_above(params, 'PgAioReadLatencyHigh', 'read_latency'))}\n)",
             *at_limit,
         ]
     )
@@ -577,19 +693,21 @@ def worker_pool_saturated(params: Params, p: Params) -> Alert:
 
 
 def wal_sync_latency_high(params: Params, p: Params) -> Alert:
-    latency = rec(params, "pg_aio_target:wal_sync_latency_seconds")
-    syncs = rec(params, "pg_aio_target:wal_syncs_per_second")
+    latency = interval_series(params, "wal_sync_latency_seconds")
+    name = "PgAioWalSyncLatencyHigh"
     return Alert(
-        expr=f"{latency}\n> on (target) group_left ()\n{class_limit('seconds_per_sync')}"
-        f"\nand\n{syncs} >= {p['min_syncs_per_second']}",
-        summary="WAL syncs on {{ $labels.target }} take {{ $value | humanizeDuration }} each.",
-        description="Each WAL sync took {{ $value | humanizeDuration }} on average over the "
-        f"last {params['alert_window']}, above what healthy storage of the target's storage "
-        "class takes: every commit waits for one, so commits are that much slower. The "
-        "volume's write latency or a write burst (checkpoint) holds them up.",
-        condition=f"time per WAL sync ({params['alert_window']}) > "
-        f"{class_words(params, 'seconds_per_sync')} s, at >= {p['min_syncs_per_second']} "
-        "syncs/s (needs track_wal_io_timing)",
+        expr=f"max_over_time({latency}[{p['recent_window']}])\n"
+        f"and\n{mostly_above(params, name, 'wal_sync_latency')}",
+        summary="WAL syncs on {{ $labels.target }} take up to {{ $value | humanizeDuration }} "
+        "each.",
+        description="Time per WAL sync was above what healthy storage of the target's storage "
+        f"class takes {share_words(params, name)}; up to {{{{ $value | humanizeDuration }}}} "
+        f"per sync in a scrape interval of the last {p['recent_window']}: every commit waits "
+        "for one, so commits are that much slower. The volume's write latency or a write burst "
+        "(checkpoint) holds them up.",
+        condition=f"time per WAL sync of a scrape interval > "
+        f"{class_words(params, 'seconds_per_sync')} s, {share_words(params, name)}; an "
+        f"interval counts at >= {p['min_syncs_per_second']} syncs/s (needs track_wal_io_timing)",
     )
 
 
@@ -658,9 +776,9 @@ def backends_writing_buffers(params: Params, p: Params) -> Alert:
 
 def storage_saturated_by_writes(params: Params, p: Params) -> Alert:
     waiting = rec(params, "pg_aio_target:write_wait_sessions")
-    wal = rec(params, "pg_aio_target:wal_sync_latency_seconds")
-    max_sync = class_limit("seconds_per_sync")
-    slow_sync = f"{wal} > on (target) group_left () {max_sync}"
+    slow_sync = (
+        f"(\n{indent(mostly_above(params, 'PgAioWalSyncLatencyHigh', 'wal_sync_latency'), 4)}\n  )"
+    )
     floor = params["alerts"]["PgAioWriteLatencyRegression"]["min_seconds_per_write"]
     # One alert, two symptoms of slow writes; `signal` says which. The value is the sessions
     # waiting: the symptoms (x 0) lend their labels, the waiting sessions their value.

@@ -52,6 +52,9 @@ class Scope:
     selector: str
     window: str
     offset: str = ""
+    # "irate": each rate is the last scrape interval's (the last two samples in the window), so
+    # a ratio of two of them is that interval's alone, whatever the throughput before it.
+    rate_function: str = "rate"
 
     def series(self, name: str, *extra: str) -> str:
         parts = matchers(self.selector, *extra)
@@ -62,7 +65,7 @@ class Scope:
         return f"{self.series(name, *extra)}[{self.window}]{shift}"
 
     def rate(self, name: str, *extra: str) -> str:
-        return f"rate({self.range(name, *extra)})"
+        return f"{self.rate_function}({self.range(name, *extra)})"
 
 
 @dataclass(frozen=True)

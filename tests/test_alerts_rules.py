@@ -138,10 +138,10 @@ def test_interface_names_exist() -> None:
     recorded = {r["record"] for r in rules("record")}
     assert set(INTERFACE) <= recorded, sorted(set(INTERFACE) - recorded)
     for name in recorded:
-        # Windowed, or without a window: the regime (server version and io_method) and the
-        # storage class's limits.
+        # Windowed (a rate over the window, or the last scrape interval's: irate), or without
+        # a window: the regime (server version and io_method) and the storage class's limits.
         assert (
-            re.fullmatch(r"pg_aio(_target)?:[a-z_]+:rate(4m|5m)", name)
+            re.fullmatch(r"pg_aio(_target)?:[a-z_]+:i?rate(4m|5m)", name)
             or name == "pg_aio_target:regime"
             or re.fullmatch(r"pg_aio_target:storage_class_[a-z_]+", name)
         ), name

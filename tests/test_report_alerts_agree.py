@@ -10,17 +10,27 @@ that the rules fire those and no others.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+import recorded
 from pg_aio_exporter import thresholds
+from pg_aio_exporter.collectors import registry
+from pg_aio_exporter.collectors.activity import ActivityCollector
+from pg_aio_exporter.collectors.base import PollCollector
 from pg_aio_exporter.collectors.intervals import ReadCounters
+from pg_aio_exporter.expose.metricset import MetricSet
+from pg_aio_exporter.poll.sampler import Sampler
 from pg_aio_exporter.report.outcome import judge
+from pg_aio_exporter.report.runner import Recorder, summarise
 from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
 
 pytestmark = pytest.mark.unit
@@ -339,6 +349,305 @@ def test_report_and_alerts_agree(tmp_path: Path):
         ],
     }
     path = tmp_path / "agree.yml"
+    path.write_text(yaml.safe_dump(fixture, sort_keys=False))
+    result = subprocess.run(
+        [PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- The write alerts, on rows recorded from PostgreSQL 16, 17 and 18 --------------------------
+# Each version's recorded poll (tests/fixtures/rows/) is the template: its pg_stat_io rows (18's
+# `wal` rows among them), pg_stat_wal, checkpointer, server and settings rows, with the counters
+# of a scenario's rates added minute by minute. The same rows go through the registry's
+# collectors into the series promtool reads, and through the report's own recorder (the tap
+# `report` runs on) into its window and baseline.
+
+WRITE_ALERT_OF = {
+    "wal_sync_latency_high": "PgAioWalSyncLatencyHigh",
+    "write_latency_regression": "PgAioWriteLatencyRegression",
+    "backends_writing_buffers": "PgAioBackendsWritingBuffers",
+    "storage_saturated_by_writes": "PgAioStorageSaturatedByWrites",
+}
+# The IO wait of a session waiting for its WAL flush, by version: 17 renamed 14-16's WALSync
+# (the recorded samples show that rename on other events: IPC/BufferIO on 16, BufferIo on 17).
+WAL_SYNC_WAIT = {"16": "WALSync", "17": "WalSync", "18": "WalSync"}
+# The IO wait of a session reading a data file: 18 waits for its io worker instead.
+READ_WAIT = {"16": "DataFileRead", "17": "DataFileRead", "18": "AioIoCompletion"}
+BUFFER_SIZE = 8192
+
+
+@dataclass(frozen=True)
+class Writing:
+    """One phase of a workload that writes, per second; its reads are NORMAL's."""
+
+    syncs: float = 200.0  # WAL syncs (pg_stat_wal; 18: pg_stat_io's wal rows)
+    sync_wait: float = 0.0005  # seconds per WAL sync
+    client_writes: float = 20.0  # shared buffers written back by client backends
+    bgwriter_writes: float = 200.0  # ... by the background writer
+    write_wait: float = 0.00002  # seconds per buffer write (at page-cache speed)
+    sync_waiting: float = 0.2  # client sessions on IO/WalSync (WALSync on 16)
+    flush_queue: float = 0.1  # client sessions on LWLock/WALWrite, behind another's flush
+    wal_reads: float = 0.0  # 18: WAL read by client backends (pg_stat_io object wal), 20 ms each
+
+
+WRITING = Writing()
+WRITE_SCENARIOS = {
+    "w_healthy": (WRITING, WRITING),
+    # Issue 30's TPC-B: every fsync 10 ms slower, 4,822 -> 169 syncs/s; most of the waiting is
+    # on the WAL sync itself (IO/WalSync), which only its own version's name counts.
+    "w_fsync_slower": (
+        replace(WRITING, syncs=4822, sync_wait=0.0002, sync_waiting=0.3),
+        replace(WRITING, syncs=169, sync_wait=0.0102, sync_waiting=1.6, flush_queue=0.2),
+    ),
+    # Too few to judge: slow syncs below min_syncs_per_second, and client backends writing
+    # 80% of the buffers at 8/s (below min_backend_writes_per_second).
+    "w_too_few": (
+        replace(WRITING, syncs=0.5, sync_wait=0.05, client_writes=8, bgwriter_writes=2),
+        replace(WRITING, syncs=0.5, sync_wait=0.05, client_writes=8, bgwriter_writes=2),
+    ),
+    # Buffer writes 4x slower per byte than the baseline, past the page cache (0.2 -> 0.8 ms),
+    # few sessions waiting: a write regression, not saturation.
+    "w_writes_slower": (
+        replace(WRITING, write_wait=0.0002),
+        replace(WRITING, write_wait=0.0008),
+    ),
+    # Client backends write 75% of the buffers, at 300/s.
+    "w_backends_writing": (WRITING, replace(WRITING, client_writes=300, bgwriter_writes=100)),
+}
+# 18's WAL reads (pg_stat_io object wal; 16 and 17 have no such rows) at 20 ms each: no reads
+# of data, so no read alert either.
+WAL_READS_18 = (replace(WRITING, wal_reads=2000), replace(WRITING, wal_reads=2000))
+TARGETS = {
+    **{
+        (major, name): phases
+        for major in recorded.MAJORS
+        for name, phases in WRITE_SCENARIOS.items()
+    },
+    ("18", "w_slow_wal_reads"): WAL_READS_18,
+}
+# The report's recorder reads every REPORT_POLL minutes (its counts are the same sums).
+REPORT_POLL = 5
+# Shorter than the read scenarios' phases (no 30m `for` here): the write alerts' longest `for`
+# is 15m, and the first phase stays the larger part of the regression alert's 1d median.
+W_BEFORE, W_NOW = 35, 25  # minutes
+
+
+# Cumulative counts a phase adds per second of it: pg_stat_io and pg_stat_wal columns.
+def per_second(w: Writing) -> dict[tuple[str, str], float]:
+    return {
+        ("client", "writes"): w.client_writes,
+        ("client", "write_time"): w.client_writes * w.write_wait * 1000,
+        ("bgwriter", "writes"): w.bgwriter_writes,
+        ("bgwriter", "write_time"): w.bgwriter_writes * w.write_wait * 1000,
+        ("wal", "reads"): w.wal_reads,
+        ("wal", "read_time"): w.wal_reads * 0.020 * 1000,
+        ("pg_stat_wal", "syncs"): w.syncs,
+        ("pg_stat_wal", "sync_time"): w.syncs * w.sync_wait * 1000,
+    }
+
+
+BULKREAD = ("client backend", "relation", "bulkread")  # the scans: NORMAL's reads
+COUNTED = ("reads", "writes", "extends", "hits", "fsyncs")
+ROWS = {
+    ("client backend", "relation", "normal"): "client",
+    ("background writer", "relation", "normal"): "bgwriter",
+    ("client backend", "wal", "normal"): "wal",  # 18 only
+}
+
+
+def rows_at(major: str, seconds: float, counts: dict[tuple[str, str], float]) -> dict[str, Any]:
+    """The recorded poll of `major`, `seconds` later: NORMAL's reads and `counts` added."""
+    template = recorded.load(major)["polls"][1]
+    polled: dict[str, Any] = {**template, "pg_stat_io": [], "pg_stat_wal": []}
+    for recorded_row in template["pg_stat_io"]:
+        row = dict(recorded_row)
+        key = (row["backend_type"], row["object"], row["context"])
+        if key not in ROWS and key != BULKREAD and not any(row[c] for c in COUNTED):
+            continue  # nothing counted, then or now: zeros throughout on both sides
+        polled["pg_stat_io"].append(row)
+        added: dict[str, float] = {}
+        if key == BULKREAD:
+            reads = NORMAL.reads * seconds
+            added = {
+                "reads": reads,
+                "read_bytes": reads * NORMAL.size,
+                "read_time": reads * NORMAL.wait * 1000,
+                "hits": NORMAL.hits * seconds,
+            }
+        elif key in ROWS:
+            added = {column: n for (row_name, column), n in counts.items() if row_name == ROWS[key]}
+            for ops, size in (("writes", "write_bytes"), ("reads", "read_bytes")):
+                if ops in added:
+                    added[size] = added[ops] * BUFFER_SIZE
+        for column, n in added.items():
+            row[column] = (row[column] or 0.0) + n
+    wal = dict(template["pg_stat_wal"][0])
+    polled["pg_stat_wal"] = [wal]
+    wal["syncs"] += counts[("pg_stat_wal", "syncs")]
+    wal["sync_time"] += counts[("pg_stat_wal", "sync_time")]
+    return polled
+
+
+def activity_rows(major: str, w: Writing, seconds: float) -> list[dict[str, Any]]:
+    """One sample standing for `seconds` samples a second apart: `n` sessions in each wait."""
+
+    def row(wait_type: str | None, wait: str | None, sessions: float) -> dict[str, Any]:
+        return {
+            "backend_type": "client backend",
+            "state": "active",
+            "wait_event_type": wait_type,
+            "wait_event": wait,
+            "hidden": False,
+            "n": round(sessions * seconds),
+        }
+
+    return [
+        row("IO", READ_WAIT[major], NORMAL.waiting),
+        row(None, None, NORMAL.cpu),
+        row("IO", WAL_SYNC_WAIT[major], w.sync_waiting),
+        row("LWLock", "WALWrite", w.flush_queue),
+    ]
+
+
+@dataclass
+class Replay:
+    """One target's minutes: the series promtool reads, and the report's window (the last ten
+    minutes) and baseline (the first phase)."""
+
+    series: dict[str, list[str]]
+    window: Summary
+    baseline: Summary
+
+
+RULE_FILES = [REPO / "alerts" / "pg_aio_recording.yml", REPO / "alerts" / "pg_aio_alerts.yml"]
+# The metric families the rules read (a family's name, counters without _total).
+RULE_INPUTS = {
+    name.removesuffix("_total")
+    for path in RULE_FILES
+    for name in re.findall(r"\bpg_[a-z0-9_]+", path.read_text())
+}
+
+
+def exposed(
+    target: str, collectors: list[PollCollector], polled: dict[str, Any], exporter: Sampler
+) -> Iterator[tuple[str, str]]:
+    """What the exporter serves after a poll of `polled` rows: (series, value) pairs."""
+    out = MetricSet({"target": target})
+    for collector in collectors:
+        if collector.name in polled:
+            collector.collect(polled[collector.name], out)
+    out.gauge("pg_up", "up", 1.0)
+    exporter.roll_window()
+    exporter.collect(out, current=True)
+    for family in out.families():
+        if family.name not in RULE_INPUTS:
+            continue  # a series no rule reads: promtool needs none of it
+        for line in family.lines:
+            selector, value = line.rsplit(" ", 1)
+            yield selector, value.strip()
+
+
+def replay(major: str, name: str, phases: tuple[Writing, Writing]) -> Replay:
+    version = recorded.load(major)["server_version_num"]
+    collectors = [c for c in registry.poll_collectors() if c.query(version) is not None]
+    by_name = {c.name: c for c in collectors}
+    exporter = Sampler([ActivityCollector()])  # the exporter's, for the whole run
+    phase_spans = {"baseline": (0, W_BEFORE), "window": (W_BEFORE + W_NOW - 10, W_BEFORE + W_NOW)}
+    recorders = {phase: Recorder() for phase in phase_spans}
+    sampled = {phase: ActivityCollector() for phase in phase_spans}
+    counts: dict[tuple[str, str], float] = dict.fromkeys(per_second(WRITING), 0.0)
+    series: dict[str, list[str]] = {}
+    for minute in range(W_BEFORE + W_NOW + 1):
+        w = phases[0] if minute <= W_BEFORE else phases[1]
+        if minute > 0:
+            for key, rate in per_second(w).items():
+                counts[key] += rate * 60
+            sample = activity_rows(major, w, 60)
+            exporter.samples += 60
+            exporter.collectors[0].observe(sample, version)
+            for phase, (start, end) in phase_spans.items():
+                if start < minute <= end:
+                    sampled[phase].observe(sample, version)
+        polled = rows_at(major, 60.0 * minute, counts)
+        for selector, value in exposed(f"{name}_{major}", collectors, polled, exporter):
+            series.setdefault(selector, ["_"] * minute).append(value)
+        for phase, (start, end) in phase_spans.items():
+            if start <= minute <= end and minute % REPORT_POLL == 0:
+                for collector_name, rows in polled.items():
+                    snapshot = by_name[collector_name].snapshot(rows)
+                    recorders[phase].polled(collector_name, snapshot, 60.0 * minute)
+    summaries = {}
+    for phase, (start, end) in phase_spans.items():
+        recorders[phase].sampled((end - start) * 60, sampled[phase].totals(), ["activity"])
+        server = recorders[phase].server
+        assert server is not None, f"{major}: no server row replayed"
+        summaries[phase] = summarise(recorders[phase], server, name, 0.0, 1.0)
+    return Replay(series, summaries["window"], summaries["baseline"])
+
+
+def expected_write_alerts(replayed: Replay, storage_class: str | None = None) -> set[str]:
+    report = judge(replayed.window, thresholds.load(storage_class), replayed.baseline)
+    mirrored = ALERT_OF | WRITE_ALERT_OF
+    return {mirrored[f.id] for f in report.findings if f.id in mirrored}
+
+
+@pytest.fixture(scope="module")
+def replayed() -> dict[tuple[str, str], Replay]:
+    return {(major, name): replay(major, name, phases) for (major, name), phases in TARGETS.items()}
+
+
+def test_every_write_alert_is_exercised_both_ways(replayed: dict[tuple[str, str], Replay]):
+    for major in recorded.MAJORS:
+        fired = {
+            alert
+            for (m, _), r in replayed.items()
+            if m == major
+            for alert in expected_write_alerts(r)
+        }
+        assert fired == set(WRITE_ALERT_OF.values()), major
+        assert expected_write_alerts(replayed[(major, "w_healthy")]) == set(), major
+    # The TPC-B incident: both WAL alerts on every version, each counting its own wait names.
+    for major in recorded.MAJORS:
+        assert expected_write_alerts(replayed[(major, "w_fsync_slower")]) == {
+            "PgAioWalSyncLatencyHigh",
+            "PgAioStorageSaturatedByWrites",
+        }, major
+
+
+def test_report_and_write_alerts_agree_on_16_17_and_18(
+    replayed: dict[tuple[str, str], Replay], tmp_path: Path
+):
+    judged = "|".join({**ALERT_OF, **WRITE_ALERT_OF}.values())
+    expected = [
+        {"labels": f'{{alertname="{alert}", target="{name}_{major}"}}', "value": 1}
+        for (major, name), r in replayed.items()
+        for alert in sorted(expected_write_alerts(r))
+    ]
+    input_series = [
+        {"series": selector, "values": " ".join(values)}
+        for r in replayed.values()
+        for selector, values in r.series.items()
+    ]
+    fixture = {
+        "rule_files": [str(path) for path in RULE_FILES],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": input_series,
+                "promql_expr_test": [
+                    {
+                        "expr": f'count by (alertname, target) (ALERTS{{alertstate="firing",'
+                        f' alertname=~"{judged}"}})',
+                        "eval_time": f"{W_BEFORE + W_NOW}m",
+                        "exp_samples": expected,
+                    }
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "agree_writes.yml"
     path.write_text(yaml.safe_dump(fixture, sort_keys=False))
     result = subprocess.run(
         [PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, check=False

@@ -381,6 +381,18 @@ def test_storage_busy_but_fast_is_not_saturated():
     assert "not storage-bound" in ids_report.verdict.storage
 
 
+def test_wal_rows_are_no_read_figures():
+    """PostgreSQL 18's pg_stat_io `wal` rows (a walsender reading WAL, timed by
+    track_wal_io_timing) stay out of the server's reads, as out of the rules' per-target
+    figures (object!="wal"): 2,000 relation reads at 1 ms beside 20,000 WAL reads at 10 ms are
+    1 ms reads, not 9.2 ms ones."""
+    wal = ("walsender", "wal", "normal")
+    s = summary({BULK: reads(2_000, 8 * KB, 1.0), wal: reads(20_000, 8 * KB, 10.0)})
+    assert s.total.counters.reads == 2_000
+    assert s.total.counters.read_time_ms == pytest.approx(2_000)
+    assert "read_latency_high" not in found(s)
+
+
 @pytest.mark.parametrize(
     ("size", "ms_each", "fires"),
     [

@@ -143,6 +143,20 @@ def test_storage_saturated_by_writes_names_writes_in_the_verdict():
     assert "Writes are slow" in judge(one, T).verdict.storage
 
 
+def test_write_waits_count_by_the_names_of_16_and_of_17():
+    """PostgreSQL 14-16 name the WAL I/O waits IO/WALSync, IO/WALWrite; 17 renamed them
+    IO/WalSync, IO/WalWrite. The shipped list (the rules' too) has both: 1.5 sessions syncing
+    WAL at 20 ms a sync are saturation on 16 as on 18; a name it lacked would count 0."""
+    shipped = replace(T, writes=load().writes)
+    for version, sync in ((16, "WALSync"), (18, "WalSync")):
+        waits = {("client backend", "IO", sync): 150}
+        s = summary(act=activity(waits=waits), writes=window(w=wal(ms_each=20.0)))
+        found = {f.id: f for f in judge(s, shipped).findings}
+        assert "storage_saturated_by_writes" in found, version
+        evidence = found["storage_saturated_by_writes"].evidence
+        assert evidence["write_wait_sessions"] == pytest.approx(1.5), version
+
+
 def test_slow_reads_during_a_write_burst_are_put_down_to_the_writes():
     # Reads at 8 ms each (above the 5.06 ms limit for 8 kB) while 3 sessions wait on writes.
     rows = {("client backend", "relation", "normal"): reads(2000, 8 * KB, 8.0)}

@@ -39,6 +39,7 @@ import pytest
 
 from alert_rules import load_generator
 from alertstack import (
+    RECENT_WINDOW,
     SHORT,
     WINDOW,
     Stack,
@@ -75,7 +76,11 @@ WRITE_SHORT: dict[str, Any] = {
     **SHORT,
     "alerts": {
         **SHORT["alerts"],
-        "PgAioWalSyncLatencyHigh": {"for": "5s"},
+        "PgAioWalSyncLatencyHigh": {
+            "for": "5s",
+            "window": WINDOW,
+            "recent_window": RECENT_WINDOW,
+        },
         "PgAioStorageSaturatedByWrites": {"for": "5s"},
         "PgAioWriteLatencyRegression": {"for": "5s"},
         "PgAioBackendsWritingBuffers": {"for": "5s"},

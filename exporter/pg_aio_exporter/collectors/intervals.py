@@ -9,7 +9,7 @@ The exporter turns each interval into gauges; the report sums the intervals of i
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import astuple, dataclass, field
 from typing import Generic, TypeVar
 
@@ -126,6 +126,13 @@ def write_deltas(prev: Snapshot, cur: Snapshot) -> dict[LabelKey, WriteCounters]
 
 def total(counters: Iterable[ReadCounters]) -> ReadCounters:
     return sum(counters, NO_READS)
+
+
+def read_total(rows: Mapping[LabelKey, ReadCounters]) -> ReadCounters:
+    """The reads of all rows but PostgreSQL 18's `wal` rows (WAL read by walsenders and
+    recovery, timed by track_wal_io_timing): the read figures are of relations, as the rules'
+    per-target ones (object!="wal")."""
+    return total(c for (_, obj, _), c in rows.items() if obj != vocabulary.WAL_OBJECT)
 
 
 def read_figures(delta: ReadCounters, timing: bool) -> IntervalReads | None:
@@ -257,7 +264,7 @@ class ReadWindow(Window[Snapshot]):
         return True
 
     def total(self) -> ReadCounters:
-        return total(self.rows.values())
+        return read_total(self.rows)
 
 
 # --- WAL ---------------------------------------------------------------------------------------

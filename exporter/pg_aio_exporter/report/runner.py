@@ -348,7 +348,15 @@ async def measure(
             shown.cancel()
     if recorder.server is None:
         raise recorder.unreachable(target)
-    facts = server_facts(recorder.server, recorder.settings)
+    return summarise(recorder, recorder.server, target.name, started, sample_interval)
+
+
+def summarise(
+    recorder: Recorder, server: ServerVersion, target: str, started: float, sample_interval: float
+) -> Summary:
+    """The window `recorder` was handed, from `started` to now, as the report's Summary; `server`
+    is the version one of its polls read (a window without any has no summary)."""
+    facts = server_facts(server, recorder.settings)
     # An absent pg_stat_statements is no view the report failed to read: the workload's basis
     # names it (DB time per transaction instead) with its reason.
     unseen = [
@@ -367,7 +375,7 @@ async def measure(
             " hidden (grant pg_read_all_stats, in pg_monitor): left out of workload time"
         )
     return Summary(
-        target=target.name,
+        target=target,
         started_at=started,
         ended_at=time.time(),
         server=facts,

@@ -17,7 +17,7 @@ from pg_aio_exporter.collectors.intervals import (
     LabelKey,
     ReadCounters,
     read_figures,
-    total,
+    read_total,
 )
 from pg_aio_exporter.collectors.pg_stat_io import PgStatIoCollector
 from pg_aio_exporter.report.side import Figures, rate
@@ -295,7 +295,7 @@ class Summary:
 
     @property
     def total(self) -> Reads:
-        return Reads(total(self.rows.values()), self.read_seconds, self.timed)
+        return Reads(read_total(self.rows), self.read_seconds, self.timed)
 
     def reading_rows(self) -> list[LabelKey]:
         """The rows that read, most bytes first."""
