@@ -16,7 +16,9 @@ tests/, a real workload from pgbench or scanning sessions):
   no alert may even be pending for --quiet seconds.
 
 Pending is Prometheus' own activeAt of an alert, firing the first poll (every 2 s) that saw it
-firing. Prints markdown tables (docs/alerts.md keeps the last) and writes every watch as JSON.
+firing; the table shows "pending / firing" per alert, incident, interval and Prometheus version,
+from each Prometheus' start (slow_from_start and the quiet checks) or from the slowdown. Prints
+markdown tables (docs/alerts.md keeps the last) and writes every watch as JSON.
 
 Usage: python bench/time_to_detect.py [--quiet 600] [--watch 720] [--out /tmp/time_to_detect.json]
 """
@@ -378,25 +380,54 @@ def seconds(value: float | None) -> str:
     return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
 
 
+COLUMNS = [(interval, version) for interval in INTERVALS for version in VERSIONS]
+
+
+def cell(result: Result | None, alert: str | None) -> str:
+    """One alert on one Prometheus: its pending and firing times, or how long it stayed quiet;
+    and any alert already pending before the incident (in its healthy phase)."""
+    if result is None:
+        return "not run"
+    times = result.alerts.get(alert, {}) if alert else {}
+    if "pending" in times:
+        fired = times.get("firing")
+        text = f"{seconds(times['pending'])} / " + (
+            seconds(fired) if fired is not None else f"not in {seconds(result.watched_s)}"
+        )
+    elif alert is None:
+        text = f"nothing in {seconds(result.watched_s)}"
+    else:
+        text = f"not in {seconds(result.watched_s)}"
+    if result.before:
+        text += f" (before: {', '.join(result.before)})"
+    return text
+
+
 def table(results: list[Result]) -> str:
-    lines = [
-        "| incident | class | Prometheus | interval | alert | pending | firing | watched |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in sorted(results, key=lambda r: (r.incident, r.storage_class, r.interval, r.version)):
-        shown = r.alerts or {"(none)": {}}
-        for name, times in shown.items():
-            lines.append(
-                f"| {r.incident} | {r.storage_class} | {r.version} | {r.interval} | {name} | "
-                f"{seconds(times.get('pending'))} | {seconds(times.get('firing'))} | "
-                f"{seconds(r.watched_s)} |"
-            )
-        if r.before:
-            lines.append(
-                f"| {r.incident} | | {r.version} | {r.interval} | before: "
-                f"{', '.join(r.before)} | | | |"
-            )
+    """Per incident (and storage class) and alert: pending / firing at each interval and
+    Prometheus version."""
+    heads = " | ".join(f"{i} Prometheus {v}" for i, v in COLUMNS)
+    lines = [f"| incident | alert | {heads} |", "|---|---|" + "---|" * len(COLUMNS)]
+    groups: dict[tuple[str, str], dict[tuple[str, str], Result]] = {}
+    for r in results:
+        groups.setdefault((r.incident, r.storage_class), {})[(r.interval, r.version)] = r
+    order = sorted(groups.items(), key=lambda g: (g[0][0].startswith("quiet"), g[0]))
+    for (incident, storage_class), runs in order:
+        names = sorted({name for r in runs.values() for name in r.alerts}) or [None]
+        label = incident if storage_class == "default" else f"{incident}, class {storage_class}"
+        for name in names:
+            cells = " | ".join(cell(runs.get(column), name) for column in COLUMNS)
+            lines.append(f"| {label} | {name or '(none)'} | {cells} |")
     return "\n".join(lines)
+
+
+def figures(results: list[Result]) -> str:
+    """What each incident looked like to the exporter (Prometheus 3 at 15 s) and to pgbench."""
+    return "\n".join(
+        f"- {r.incident}, {r.storage_class}: {json.dumps(r.figures)}"
+        for r in results
+        if (r.version, r.interval) == ("3", "15s")
+    )
 
 
 def main() -> None:
@@ -408,10 +439,15 @@ def main() -> None:
     parser.add_argument("--checkpoint-every", type=float, default=150)
     parser.add_argument("--table-mb", type=int, default=150)
     parser.add_argument("--incidents", default="slow_from_start,fsync_slow,reads_8x")
+    parser.add_argument("--table", type=Path, help="print the table of a saved --out, no run")
     parser.add_argument(
         "--out", type=Path, default=Path(tempfile.gettempdir()) / "time_to_detect.json"
     )
     args = parser.parse_args()
+    if args.table:
+        saved = [Result(**r) for r in json.loads(args.table.read_text())]
+        print(f"{table(saved)}\n\n{figures(saved)}")
+        return
 
     print(f"{machine()}; shared with other jobs", flush=True)
     results: list[Result] = []
@@ -432,7 +468,7 @@ def main() -> None:
         for thread in threads:
             thread.join(30 / len(threads))
     args.out.write_text(json.dumps([asdict(r) for r in results], indent=1))
-    print(table(results))
+    print(f"{table(results)}\n\n{figures(results)}")
     print(
         f"\n{(time.monotonic() - started) / 60:.0f} minutes; 1-minute load average every 30 s:"
         f" median {statistics.median(loads):.1f}, max {max(loads):.1f}; {load()}"
