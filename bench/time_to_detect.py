@@ -62,6 +62,7 @@ INTERVALS = ("15s", "60s")
 READ_SETTINGS = {"shared_buffers": "16MB", "track_io_timing": "on"}
 TABLE = "big"
 POLL = 2.0  # seconds between looks at every Prometheus' alerts
+EXPORTER_FLAGS: list[str] = []  # beside --dsn: none, the exporter's defaults (poll 30 s)
 # What each phase looked like to the exporter (Prometheus 3 at 15 s, over the phase's {w}):
 # medians and 90th percentiles of the intervals' figures, the share of intervals above the limit.
 READS = {
@@ -141,7 +142,7 @@ class Result:
 
 @dataclass
 class Stacks:
-    """An exporter (defaults: poll 5 s, sample 1 s) per storage class on one server, each
+    """An exporter (defaults: poll 30 s, sample 1 s) per storage class on one server, each
     scraped by a fresh Prometheus of each version at each interval."""
 
     incident: str
@@ -154,7 +155,7 @@ class Stacks:
         watches: list[Watch] = []
         for storage_class in classes:
             flags = () if storage_class == "default" else ("--storage-class", storage_class)
-            exporter = Exporter("--dsn", dsn, *flags)
+            exporter = Exporter("--dsn", dsn, *flags, *EXPORTER_FLAGS)
             exporters.append(exporter)
             for interval in INTERVALS:
                 for version in VERSIONS:
@@ -460,6 +461,7 @@ def main() -> None:
     parser.add_argument("--checkpoint-every", type=float, default=150)
     parser.add_argument("--table-mb", type=int, default=150)
     parser.add_argument("--incidents", default="slow_from_start,fsync_slow,reads_8x")
+    parser.add_argument("--poll-interval", help="the exporter's (default: its own, 30s)")
     parser.add_argument("--table", type=Path, help="print the table of a saved --out, no run")
     parser.add_argument(
         "--out", type=Path, default=Path(tempfile.gettempdir()) / "time_to_detect.json"
@@ -470,7 +472,9 @@ def main() -> None:
         print(f"{table(saved)}\n\n{figures(saved)}")
         return
 
-    print(f"{machine()}; shared with other jobs", flush=True)
+    if args.poll_interval:
+        EXPORTER_FLAGS.extend(["--poll-interval", args.poll_interval])
+    print(f"{machine()}; shared with other jobs; exporter {EXPORTER_FLAGS}", flush=True)
     results: list[Result] = []
     go = threading.Event()
     chosen = args.incidents.split(",")
