@@ -425,20 +425,24 @@ def cell(result: Result | None, alert: str | None) -> str:
     return text
 
 
-def table(results: list[Result]) -> str:
+def table(*runs: list[Result]) -> str:
     """Per incident (and storage class) and alert: pending / firing at each interval and
-    Prometheus version."""
+    Prometheus version, one run after another in a cell ("; ")."""
     heads = " | ".join(f"{i} Prometheus {v}" for i, v in COLUMNS)
     lines = [f"| incident | alert | {heads} |", "|---|---|" + "---|" * len(COLUMNS)]
-    groups: dict[tuple[str, str], dict[tuple[str, str], Result]] = {}
-    for r in results:
-        groups.setdefault((r.incident, r.storage_class), {})[(r.interval, r.version)] = r
+    groups: dict[tuple[str, str], list[dict[tuple[str, str], Result]]] = {}
+    for n, results in enumerate(runs):
+        for r in results:
+            seen = groups.setdefault((r.incident, r.storage_class), [{} for _ in runs])
+            seen[n][(r.interval, r.version)] = r
     order = sorted(groups.items(), key=lambda g: (g[0][0].startswith("quiet"), g[0]))
-    for (incident, storage_class), runs in order:
-        names = sorted({name for r in runs.values() for name in r.alerts}) or [None]
+    for (incident, storage_class), each in order:
+        names = sorted({n for run in each for r in run.values() for n in r.alerts}) or [None]
         label = incident if storage_class == "default" else f"{incident}, class {storage_class}"
         for name in names:
-            cells = " | ".join(cell(runs.get(column), name) for column in COLUMNS)
+            cells = " | ".join(
+                "; ".join(cell(run.get(column), name) for run in each) for column in COLUMNS
+            )
             lines.append(f"| {label} | {name or '(none)'} | {cells} |")
     return "\n".join(lines)
 
@@ -462,14 +466,18 @@ def main() -> None:
     parser.add_argument("--table-mb", type=int, default=150)
     parser.add_argument("--incidents", default="slow_from_start,fsync_slow,reads_8x")
     parser.add_argument("--poll-interval", help="the exporter's (default: its own, 30s)")
-    parser.add_argument("--table", type=Path, help="print the table of a saved --out, no run")
+    parser.add_argument(
+        "--table", type=Path, nargs="+", help="print the table of saved --out files, no run"
+    )
     parser.add_argument(
         "--out", type=Path, default=Path(tempfile.gettempdir()) / "time_to_detect.json"
     )
     args = parser.parse_args()
     if args.table:
-        saved = [Result(**r) for r in json.loads(args.table.read_text())]
-        print(f"{table(saved)}\n\n{figures(saved)}")
+        saved = [[Result(**r) for r in json.loads(path.read_text())] for path in args.table]
+        print(table(*saved))
+        for run in saved:
+            print(f"\n{figures(run)}")
         return
 
     if args.poll_interval:
