@@ -64,6 +64,7 @@ class Watch:
     exp: Exporter
     seen: dict[tuple[str, Labels], float] = field(default_factory=dict)
     scrapes: int = 0
+    last: Samples = field(default_factory=dict)  # the last scrape's
 
     def scrape(self) -> Samples:
         assert self.exp.proc.poll() is None, f"exporter died: {self.exp.logs()[-2000:]}"
@@ -76,6 +77,7 @@ class Watch:
                 assert before is None or value >= before, f"{name}{dict(key)}: {before} -> {value}"
                 self.seen[(name, key)] = value
         self.scrapes += 1
+        self.last = samples
         return samples
 
     def until(self, check: Callable[[Samples], bool], timeout: float, what: str) -> float:
