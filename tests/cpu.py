@@ -10,8 +10,9 @@ on an idle host that is the strict bound, and a product made slow (a sleep in a 
 fails, since sleeping is neither running nor waiting for a CPU.
 
 An operation timed on its own (a scrape: `Stopwatch`) is allowed only what the threads on its
-path waited while it ran (the client's thread, the exporter's threads: not the test's other
-threads, not the server's backends, not the time between operations), and never more than
+path waited while it ran (the client's thread, the exporter's HTTP threads: not its event
+loop, not the test's other threads, not the server's backends, not the time between
+operations), and never more than
 OPERATION_CAP: a slow exporter that also waited for a CPU fails once it is slower than the
 limit plus that cap. Waits over a longer window (`CpuWatch`: polls, samples) are summed over
 every thread of the processes named.
