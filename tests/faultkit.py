@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from contract import own_counters
-from cpu import CpuWatch, assert_median_within
+from cpu import Stopwatch, assert_median_within, scrape_path
 from harness import Exporter, Labels, Samples, labels
 
 TARGET = labels(target="default")
@@ -31,15 +31,12 @@ def _own(sample_name: str) -> bool:
 def assert_fast(exp: Exporter, n: int = 9) -> float:
     """The median wall time of n plain /metrics requests is under 50 ms plus what waiting for a
     CPU (the exporter's, this client's) can add to it; returns it, in seconds."""
-    watch = CpuWatch(lambda: [exp.proc.pid, os.getpid()])
-    took = []
+    clock = Stopwatch(scrape_path(exp.proc.pid))
     for _ in range(n):
-        started = time.perf_counter()
-        status, _ = exp.get("/metrics")
-        took.append(time.perf_counter() - started)
+        status, _ = clock(lambda: exp.get("/metrics"))
         assert status == 200
-    assert_median_within(took, 0.05, watch.starved())
-    return statistics.median(took)
+    assert_median_within(clock.timings, 0.05)
+    return statistics.median(t.seconds for t in clock.timings)
 
 
 def errors(samples: Samples, collector: str = "connection", kind: str = "connection") -> float:
@@ -67,6 +64,7 @@ class Watch:
     exp: Exporter
     seen: dict[tuple[str, Labels], float] = field(default_factory=dict)
     scrapes: int = 0
+    last: Samples = field(default_factory=dict)  # the last scrape's
 
     def scrape(self) -> Samples:
         assert self.exp.proc.poll() is None, f"exporter died: {self.exp.logs()[-2000:]}"
@@ -79,6 +77,7 @@ class Watch:
                 assert before is None or value >= before, f"{name}{dict(key)}: {before} -> {value}"
                 self.seen[(name, key)] = value
         self.scrapes += 1
+        self.last = samples
         return samples
 
     def until(self, check: Callable[[Samples], bool], timeout: float, what: str) -> float:

@@ -59,10 +59,9 @@ def replay(major: str) -> bytes:
 
     poll(recorded["polls"][0])
     for sample in recorded["samples"]:
-        sampler.samples += 1
-        for collector in sampler.collectors:
-            if collector.query(version) is not None:
-                collector.observe(sample[collector.name], version)
+        read = [(c, sample[c.name]) for c in sampler.collectors if c.query(version) is not None]
+        _, failures = sampler.observe(read, version)
+        assert not failures, failures
         publish_samples()
     poll(recorded["polls"][1])
     exposition.render()

@@ -3,7 +3,6 @@ streak, and no password anywhere in logs, metrics or pages."""
 
 from __future__ import annotations
 
-import os
 import socketserver
 import threading
 import time
@@ -12,7 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from cpu import CpuWatch, assert_median_within
+from cpu import Stopwatch, assert_median_within, scrape_path
 from harness import MONITOR_PASSWORD, Exporter, labels, wait_for
 from pg_aio_exporter.demo.server import LocalServer, free_port
 from startup import SLOW_LOGIN_ROLE, add_slow_login, drop_slow_login, stuck_in_authentication
@@ -84,14 +83,11 @@ def test_unreachable(host: str):
     dsn = f"postgresql://app:{WRONG}@{host}:{port}/postgres"
     exp = Exporter("--dsn", dsn, "--poll-interval", "1s")
     try:
-        watch = CpuWatch(lambda: [exp.proc.pid, os.getpid()])
-        durations = []
+        clock = Stopwatch(scrape_path(exp.proc.pid))
         for _ in range(5):
-            started = time.perf_counter()
-            exp.get("/metrics")
-            durations.append(time.perf_counter() - started)
+            clock(lambda: exp.get("/metrics"))
         # The median: one scrape may be scheduled late.
-        assert_median_within(durations, 0.05, watch.starved())
+        assert_median_within(clock.timings, 0.05)
         assert_failing(exp, "connection")
         assert WRONG not in everything_shown(exp)
     finally:

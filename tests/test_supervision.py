@@ -40,6 +40,7 @@ class DummySampled:
     window's samples as a gauge."""
 
     name = "dummy_sampled"
+    metric = "pg_dummy"  # its series' prefix
     since = PG10
     labels = ()
 
@@ -62,10 +63,10 @@ class DummySampled:
         self.last_window, self.window = self.window, 0
 
     def collect_counters(self, out: MetricSet) -> None:
-        out.counter("pg_dummy_sampled", "Samples seen.", self.seen)
+        out.counter(f"{self.metric}_sampled", "Samples seen.", self.seen)
 
     def collect_gauges(self, out: MetricSet) -> None:
-        out.gauge("pg_dummy_window", "Samples in the last window.", self.last_window)
+        out.gauge(f"{self.metric}_window", "Samples in the last window.", self.last_window)
 
     def totals(self) -> dict[str, Any]:
         return {}
@@ -78,6 +79,43 @@ class CountersBreak(DummySampled):
         if self.seen >= 5:
             raise RuntimeError("a bug in collect_counters")
         super().collect_counters(out)
+
+
+class Healthy(DummySampled):
+    """Sees every sample: its count is the sampler's (registered after the broken ones)."""
+
+    name = "healthy_sampled"
+    metric = "pg_healthy"
+
+
+class ObserveBreaks(DummySampled):
+    """Its observe raises from its 5th sample on (a half-done fold: the count first)."""
+
+    name = "observe_breaks"
+    metric = "pg_observe_breaks"
+
+    def observe(self, rows: list[Row], version_num: int) -> str | None:
+        super().observe(rows, version_num)
+        if self.seen >= 5:
+            raise RuntimeError("a bug in observe")
+        return None
+
+
+class ObserveHiccups(DummySampled):
+    """Its observe raises on its 5th to 8th calls only."""
+
+    name = "observe_hiccups"
+    metric = "pg_observe_hiccups"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def observe(self, rows: list[Row], version_num: int) -> str | None:
+        self.calls += 1
+        if 5 <= self.calls <= 8:
+            raise RuntimeError("a passing bug in observe")
+        return super().observe(rows, version_num)
 
 
 class WindowBreaks(DummySampled):
@@ -163,18 +201,39 @@ def internal(samples: Samples, collector: str) -> float:
 def test_a_sample_collector_that_raises_costs_its_own_series(
     pg18: LocalServer, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setitem(registry.SAMPLE, CountersBreak.name, CountersBreak)
+    """Collectors whose collect_counters, or observe, raise (for good or for a few samples)
+    beside one that works: each broken one loses its own series while it raises, and the
+    others count every sample the sampler counts."""
+    for broken in (CountersBreak, ObserveBreaks, ObserveHiccups, Healthy):
+        monkeypatch.setitem(registry.SAMPLE, broken.name, broken)
+    sampled = "pg_aio_sampler_samples_total"
 
     async def case(scrape: Scrape) -> None:
         before = await until(scrape, lambda s: "pg_dummy_window" in s, "the dummy's gauge")
-        samples_before = before["pg_aio_sampler_samples_total"][DEFAULT]
+        samples_before = before[sampled][DEFAULT]
         seen = await never_frozen(scrape, 4 * POLL)
         last = seen[-1]
         assert "pg_dummy_sampled_total" not in last and "pg_dummy_window" not in last
-        assert last["pg_aio_sampler_samples_total"][DEFAULT] > samples_before + 4
+        assert last[sampled][DEFAULT] > samples_before + 4
         assert last["pg_aio_io_workers"], "the other collectors' gauges are current"
         assert internal(last, "dummy_sampled") > 1
+        # The healthy collector folded every sample the sampler counted, before and after
+        # the others' bugs (each scrape's sample part is published as one).
+        healthy = [(s["pg_healthy_sampled_total"][DEFAULT], s[sampled][DEFAULT]) for s in seen]
+        assert all(mine == samples for mine, samples in healthy), healthy
+        assert "pg_observe_breaks_sampled_total" not in last
+        assert "pg_observe_breaks_window" not in last
+        assert internal(last, "observe_breaks") > 1
+        assert internal(last, "sample") == 0, "no sample voided"
         assert internal(last, "worker") == 0
+        # Four samples missed, then counting again; gauges back once a whole window rolled.
+        back = await until(
+            scrape,
+            lambda s: "pg_observe_hiccups_window" in s and internal(s, "observe_hiccups") >= 4,
+            "the passing bug's gauge back",
+        )
+        assert internal(back, "observe_hiccups") == 4
+        assert back["pg_observe_hiccups_sampled_total"][DEFAULT] == back[sampled][DEFAULT] - 4
 
     run(pg18, case)
 

@@ -439,7 +439,8 @@ class TargetWorker:
 
         A failure of any view voids the whole sample (it is not counted, so every sampled
         counter keeps the same denominator), except a view this role may not read at all:
-        that one is left out of every sample, and the others go on."""
+        that one is left out of every sample, and the others go on. A bug in a collector's
+        observe costs that collector's series only (Sampler.observe)."""
         conn, sampler = self._conn, self._sampler
         assert conn is not None and sampler is not None
         version = conn.info.server_version
@@ -466,16 +467,17 @@ class TargetWorker:
         if void:
             self._publish_samples(current=False)
             return False
-        sampler.samples += 1
-        for collector, rows in answered:
-            hidden = collector.observe(rows, version)
+        observed, failures = sampler.observe(answered, version)
+        for name, bug in failures:
+            self.internal_error(name, bug, "observe")
+        for collector, hidden in observed:
             if hidden:
                 self._report(collector.name, "privilege", hidden, "sample")
             else:
                 self._succeeded(collector.name)
         if self._tap is not None:
             totals = {k: v for c in sampler.collectors for k, v in c.totals().items()}
-            self._tap.sampled(sampler.samples, totals, [c.name for c, _ in answered])
+            self._tap.sampled(sampler.samples, totals, [c.name for c, _ in observed])
         self._publish_samples(current=True)
         return True
 
