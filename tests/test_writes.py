@@ -145,9 +145,9 @@ class Bench:
         return runs[len(runs) // 2]
 
 
-def report(dsn: str) -> dict[str, Any]:
+def report(dsn: str, *args: str) -> dict[str, Any]:
     result = subprocess.run(
-        [sys.executable, "-m", "pg_aio_exporter", "report", "--dsn", dsn, *REPORT_ARGS],
+        [sys.executable, "-m", "pg_aio_exporter", "report", "--dsn", dsn, *REPORT_ARGS, *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -325,9 +325,13 @@ def test_slow_syncs_fire_the_write_alerts_and_the_report_names_writes(
     started = time.monotonic()
     server, slow = write18.server, write18.slow
     dsn = server.dsn()
-    # A read-only run on the same server: no write problem named.
+    # A read-only run on the same server: no write problem named. Judged as the class of this
+    # machine's own disk: with fsync on, its WAL syncs alone (1-2 a second, from the server's
+    # background) took 4-13 ms each under the suite's load, slow for the default network-ssd
+    # (5 ms), which the report rightly says; what this run must not show is a write problem of
+    # the workload's making.
     with Bench(dsn, ("-S",), phase="read-only"):
-        read_only = report(dsn)
+        read_only = report(dsn, "--storage-class", "hdd")
     assert not WRITE_FINDINGS & {f["id"] for f in read_only["findings"]}, read_only["findings"]
     assert "write" not in read_only["verdict"]["storage"].lower(), read_only["verdict"]
 
