@@ -77,3 +77,24 @@ def test_large_body_is_sent_in_batches_not_copied_whole() -> None:
 def test_small_body_is_one_write() -> None:
     exposition, _ = published(1)
     assert len(written(exposition)) == 1
+
+
+def test_render_task_ends_when_cancelled_as_a_publish_lands() -> None:
+    """The render task's wait for a publish must not drop a cancellation that arrives in the
+    same loop iteration as the publish (asyncio.wait_for on 3.11 does): the exporter's
+    shutdown waits for this task."""
+
+    async def main() -> bool:
+        exposition = Exposition(SelfMetrics(), max_age=10.0)
+        task = asyncio.create_task(exposition.run())
+        await asyncio.sleep(0.1)  # waiting for a publish
+        exposition.publish("t", "poll", MetricSet({"target": "t"}).families())
+        await asyncio.sleep(0)  # the wait has its result, the task has not run yet
+        task.cancel()
+        done, _ = await asyncio.wait([task], timeout=2)
+        if not done:
+            task.cancel()
+            await asyncio.wait([task], timeout=2)
+        return bool(done)
+
+    assert asyncio.run(main()), "the render task went on after its cancellation"

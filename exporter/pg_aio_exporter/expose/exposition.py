@@ -170,8 +170,12 @@ class Exposition:
         # Nothing published for a while still renders now and then, to age out what is stale.
         recheck = None if math.isinf(self._max_age) else self._max_age / AGE_CHECKS
         while True:
+            # Not asyncio.wait_for: on Python 3.11 it returns the wait's result, dropping a
+            # cancellation that arrives as the event is set (a publish), and this task then
+            # never ends: the exporter's shutdown waited on it forever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), recheck)
+                async with asyncio.timeout(recheck):
+                    await self._changed.wait()
             if self._changed.is_set():
                 large = self.body.large
                 await asyncio.sleep(LARGE_BODY_COALESCE_SECONDS if large else COALESCE_SECONDS)
