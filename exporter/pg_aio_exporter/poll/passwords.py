@@ -45,7 +45,10 @@ async def _run(source: PasswordSource) -> str:
     )
     name = source.command[0]
     try:
-        out, _ = await asyncio.wait_for(proc.communicate(), source.timeout)
+        # asyncio.timeout, not wait_for: on 3.11 wait_for drops a cancellation (shutdown)
+        # that lands as the command ends (see expose/exposition.py's render loop).
+        async with asyncio.timeout(source.timeout):
+            out, _ = await proc.communicate()
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):  # it may have ended since the timeout
             proc.kill()
