@@ -356,7 +356,16 @@ def test_slow_syncs_fire_the_write_alerts_and_the_report_names_writes(
         bench.phase = "slow"
         slow_since = time.monotonic()
         slowed = report(dsn)
-        fired = until_firing(stacks, WRITE_ALERTS, since=slow_since)
+        # Allowed, not expected: with throughput down ~28x the few reads left are another mix,
+        # and their wait per byte over the short rules' 15 s window has reached 4.2x its 10m
+        # median (CI, Prometheus 2 once in three runs); the read side is judged in
+        # test_alerts_e2e, this scenario judges that the write alerts fire and nothing else.
+        fired = until_firing(
+            stacks,
+            WRITE_ALERTS,
+            allowed=frozenset({"PgAioReadLatencyRegression"}),
+            since=slow_since,
+        )
         slow_sync = stacks[0].value(f"pg_aio_target:wal_sync_latency_seconds:rate{WINDOW}")
         # A checkpoint: the checkpointer's buffer writes, writebacks and (slowed) fsyncs. One
         # event, seen by a 4 s $__rate_interval for ~4 s and by a 15 s rule for ~15 s, each
