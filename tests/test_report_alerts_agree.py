@@ -318,6 +318,36 @@ def test_storage_bound_by_share_of_time_and_slow_reads():
     assert expected_alerts("almost_regression") == {"PgAioStorageSaturated"}
 
 
+def promtool_fires(
+    path: Path, series: list[dict[str, str]], alerts: str, minute: int, expected: list[Any]
+) -> None:
+    """promtool, on the shipped rule files fed `series` at 1 m, finds exactly `expected` of
+    the alerts matching `alerts` firing at `minute`."""
+    fixture = {
+        "rule_files": [str(path) for path in RULE_FILES],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "promql_expr_test": [
+                    {
+                        "expr": f'count by (alertname, target) (ALERTS{{alertstate="firing",'
+                        f' alertname=~"{alerts}"}})',
+                        "eval_time": f"{minute}m",
+                        "exp_samples": expected,
+                    }
+                ],
+            }
+        ],
+    }
+    path.write_text(yaml.safe_dump(fixture, sort_keys=False))
+    result = subprocess.run(
+        [PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_report_and_alerts_agree(tmp_path: Path):
     alerts = "|".join(ALERT_OF.values())
     expected = [
@@ -325,35 +355,8 @@ def test_report_and_alerts_agree(tmp_path: Path):
         for name in SCENARIOS
         for alert in sorted(expected_alerts(name))
     ]
-    fixture = {
-        "rule_files": [
-            str(REPO / "alerts" / "pg_aio_recording.yml"),
-            str(REPO / "alerts" / "pg_aio_alerts.yml"),
-        ],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": [
-                    s for name, phases in SCENARIOS.items() for s in input_series(name, phases)
-                ],
-                "promql_expr_test": [
-                    {
-                        "expr": f'count by (alertname, target) (ALERTS{{alertstate="firing",'
-                        f' alertname=~"{alerts}"}})',
-                        "eval_time": f"{BEFORE + NOW}m",
-                        "exp_samples": expected,
-                    }
-                ],
-            }
-        ],
-    }
-    path = tmp_path / "agree.yml"
-    path.write_text(yaml.safe_dump(fixture, sort_keys=False))
-    result = subprocess.run(
-        [PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    series = [s for name, phases in SCENARIOS.items() for s in input_series(name, phases)]
+    promtool_fires(tmp_path / "agree.yml", series, alerts, BEFORE + NOW, expected)
 
 
 # --- The write alerts, on rows recorded from PostgreSQL 16, 17 and 18 --------------------------
@@ -629,27 +632,4 @@ def test_report_and_write_alerts_agree_on_16_17_and_18(
         for r in replayed.values()
         for selector, values in r.series.items()
     ]
-    fixture = {
-        "rule_files": [str(path) for path in RULE_FILES],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": input_series,
-                "promql_expr_test": [
-                    {
-                        "expr": f'count by (alertname, target) (ALERTS{{alertstate="firing",'
-                        f' alertname=~"{judged}"}})',
-                        "eval_time": f"{W_BEFORE + W_NOW}m",
-                        "exp_samples": expected,
-                    }
-                ],
-            }
-        ],
-    }
-    path = tmp_path / "agree_writes.yml"
-    path.write_text(yaml.safe_dump(fixture, sort_keys=False))
-    result = subprocess.run(
-        [PROMTOOL, "test", "rules", str(path)], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    promtool_fires(tmp_path / "agree_writes.yml", input_series, judged, W_BEFORE + W_NOW, expected)
