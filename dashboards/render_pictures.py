@@ -26,11 +26,13 @@ mpl.use("Agg")
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 
+from dashboards import dashboard_queries as dq
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from dashboard_stack import aio_stack, dq, resolve  # noqa: E402
+from dashboard_stack import aio_stack, resolve  # noqa: E402
 from pg_aio_exporter.demo.server import LocalServer  # noqa: E402
 from pg_aio_exporter.demo.workload import create_table  # noqa: E402
 from pg_aio_exporter.vocabulary import CLIENT_BACKEND, MIB  # noqa: E402

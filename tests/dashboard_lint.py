@@ -2,7 +2,7 @@
 metric contract: every metric a panel names is in docs/metrics.md or is a recording rule of
 alerts/*.yml.
 
-    python tests/dashboard_lint.py dashboards/*.json   # one line per finding, exit 1 if any
+    PYTHONPATH=. python tests/dashboard_lint.py dashboards/*.json  # a line a finding; exit 1 if any
 
 Rules as the linter names them, applied where they fit this exporter:
 - template-datasource-rule: a data source variable `datasource` ("Data source") of Prometheus.
@@ -33,13 +33,11 @@ from typing import Any
 
 import promql_parser
 import yaml
+from dashboards import dashboard_queries as dq
+
+import contract
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "dashboards"))
-
-import dashboard_queries as dq  # noqa: E402  (dashboards/ is not a package)
-
-import contract  # noqa: E402
 
 DATASOURCE_UIDS = ("${datasource}", "$datasource")
 # Durations no dashboard writes, standing in for Grafana's range variables so that the parsed

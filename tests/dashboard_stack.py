@@ -6,12 +6,14 @@ dashboards/render_pictures.py."""
 from __future__ import annotations
 
 import re
-import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+from dashboards import dashboard_queries as dq
 
 from harness import Exporter, wait_for
 from pg_aio_exporter.demo.workload import Workload
@@ -19,9 +21,6 @@ from prometheus import Prometheus
 from victoriametrics import engine
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "dashboards"))
-
-import dashboard_queries as dq  # noqa: E402  (dashboards/ is not a package)
 
 # The shipped rule files, as shipped: their windows (4m, 5m) yield data after two scrapes.
 RULE_FILES = sorted((ROOT / "alerts").glob("*.yml"))
@@ -82,7 +81,7 @@ def aio_stack(
             )
         for prom in proms.values():
             # The first scrape comes within one interval (Prometheus spreads scrape starts).
-            wait_for(lambda p=prom: p.query('pg_up{target!=""}'), 90, "a first scrape", every=1)
+            wait_for(partial(prom.query, 'pg_up{target!=""}'), 90, "a first scrape", every=1)
         yield exporter, proms
     finally:
         for prom in proms.values():

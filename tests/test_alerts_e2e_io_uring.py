@@ -17,10 +17,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from dashboards import dashboard_queries as dq
 
 from alertstack import STORAGE_ALERTS, WINDOW, Stack, alert_stacks, follow_storage, short_rules
 from conftest import Uring
-from dashboard_stack import E2E_GLOBALS, E2E_OFFSET, ROOT, dq
+from dashboard_stack import E2E_GLOBALS, E2E_OFFSET, ROOT
 from victoriametrics import ENGINE, engine_id
 
 pytestmark = pytest.mark.integration

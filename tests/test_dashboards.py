@@ -6,23 +6,20 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from dashboards import dashboard_queries as dq
+from dashboards import generate
+
+import dashboard_lint
+from alert_rules import load_generator
+from prometheus import VERSIONS, binary
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "dashboards"))
-
-import dashboard_queries as dq  # noqa: E402  (dashboards/ is not a package)
-from dashboards import generate  # noqa: E402
-
-import dashboard_lint  # noqa: E402
-from alert_rules import load_generator  # noqa: E402
-from prometheus import VERSIONS, binary  # noqa: E402
 
 pytestmark = pytest.mark.unit
 

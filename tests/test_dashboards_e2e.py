@@ -25,10 +25,11 @@ from typing import Any
 import psycopg
 import pytest
 import yaml
+from dashboards import dashboard_queries as dq
 
 from alert_rules import load_generator
 from conftest import SMALL_BUFFERS, TABLE_MB
-from dashboard_stack import RULE_FILES, aio_stack, dq, grafana_globals, resolve
+from dashboard_stack import RULE_FILES, aio_stack, grafana_globals, resolve
 from harness import Exporter
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import create_table

@@ -36,6 +36,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from dashboards import dashboard_queries as dq
 
 from alert_rules import load_generator
 from alertstack import (
@@ -50,7 +51,6 @@ from alertstack import (
     until_resolved,
 )
 from cpu import CpuWatch, backend_pids
-from dashboard_stack import dq
 from harness import Exporter, Samples, labels, wait_for
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir
 from pgbins import bin_dir
