@@ -128,7 +128,7 @@ def venv_tool(name: str) -> str:
 
 def rule_names(kind: str) -> set[str]:
     """`alert` or `record` names defined by the shipped rule files alerts/*.yml."""
-    names = set()
+    names: set[str] = set()
     for path in sorted((REPO / "alerts").glob("*.yml")):
         doc = yaml.safe_load(path.read_text())
         for group in doc.get("groups", []) if isinstance(doc, dict) else []:

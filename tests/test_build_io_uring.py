@@ -34,7 +34,7 @@ def etc(tmp_path: Path, codename: str, sources: dict[str, str]) -> Path:
     return tmp_path
 
 
-def test_the_archive_of_the_systems_own_suite_deb822(script: ModuleType, tmp_path: Path):
+def test_the_archive_of_the_systems_own_suite_deb822(script: ModuleType, tmp_path: Path) -> None:
     sources = (
         "Types: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\nComponents: main\n"
         "\n"
@@ -56,7 +56,7 @@ def test_the_archive_of_the_systems_own_suite_deb822(script: ModuleType, tmp_pat
     )
 
 
-def test_the_archive_of_the_systems_own_suite_one_line(script: ModuleType, tmp_path: Path):
+def test_the_archive_of_the_systems_own_suite_one_line(script: ModuleType, tmp_path: Path) -> None:
     sources = (
         "deb http://security.example/debian-security bookworm-security main\n"
         "# deb http://old.example/debian bookworm main\n"
@@ -67,7 +67,7 @@ def test_the_archive_of_the_systems_own_suite_one_line(script: ModuleType, tmp_p
     assert found == ("http://mirror.example/debian", "/etc/k.gpg")
 
 
-def test_no_source_for_the_suite_is_one_line(script: ModuleType, tmp_path: Path):
+def test_no_source_for_the_suite_is_one_line(script: ModuleType, tmp_path: Path) -> None:
     root = etc(tmp_path, "noble", {"sources.list": "deb http://x.example/debian bookworm main\n"})
     with pytest.raises(script.BuildError) as raised:
         script.system_archive(root)
@@ -80,7 +80,7 @@ def test_a_kernel_that_forbids_io_uring_stops_the_build_in_one_line(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-):
+) -> None:
     sysctl = tmp_path / "io_uring_disabled"
     sysctl.write_text("2\n")
     monkeypatch.setattr(iouring, "SYSCTL", sysctl)
@@ -97,7 +97,9 @@ def test_a_kernel_that_forbids_io_uring_stops_the_build_in_one_line(
         iouring.bin_dir()
 
 
-def test_only_finished_builds_of_this_recipe_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_only_finished_builds_of_this_recipe_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(iouring, "CACHE", tmp_path)
     monkeypatch.setattr(iouring, "kernel_refusal", lambda: None)
     with pytest.raises(iouring.IoUringUnavailable, match=r"build-postgres-io-uring\.py"):
@@ -111,7 +113,7 @@ def test_only_finished_builds_of_this_recipe_count(tmp_path: Path, monkeypatch: 
     assert iouring.bin_dir() == tmp_path / f"18.6-3+{iouring.RECIPE}" / "bin"
 
 
-def test_the_build_runs_as_a_top_level_make(script: ModuleType):
+def test_the_build_runs_as_a_top_level_make(script: ModuleType) -> None:
     """`make test` runs the script: an inherited MAKELEVEL makes PostgreSQL's makefiles skip
     their generated headers, and a fresh machine's build failed on utils/errcodes.h."""
     outer = {"PATH": "/usr/bin", "MAKELEVEL": "1", "MAKEFLAGS": "w -j2", "MFLAGS": "-w"}

@@ -14,7 +14,7 @@ from test_dashboards import CONTRACT, HISTOGRAMS
 pytestmark = pytest.mark.unit
 
 
-def test_the_contract_is_read_from_the_docs():
+def test_the_contract_is_read_from_the_docs() -> None:
     listed = {m.name: m.kind for m in contract.metrics()}
     assert listed["pg_up"] == "gauge"
     assert listed["pg_stat_io_reads_total"] == "counter"
@@ -26,14 +26,14 @@ def test_the_contract_is_read_from_the_docs():
         assert names <= listed.keys()
 
 
-def test_what_the_dashboards_read_is_documented():
+def test_what_the_dashboards_read_is_documented() -> None:
     documented = {m.name for m in contract.metrics()}
     read = {name for name in CONTRACT if not name.endswith(("_bucket", "_sum", "_count"))}
     assert read - documented == set()
     assert set(HISTOGRAMS) <= documented
 
 
-def test_a_missing_or_mistyped_metric_is_a_problem():
+def test_a_missing_or_mistyped_metric_is_a_problem() -> None:
     body = (recorded.FIXTURES / "exposition" / "pg18.prom").read_text()
     assert not any("pg_up" in p for p in contract.problems(body))
     without = "\n".join(line for line in body.splitlines() if "pg_up" not in line)
@@ -50,7 +50,7 @@ def test_a_missing_or_mistyped_metric_is_a_problem():
 SHARED = re.compile(r"""[/"']shared[/"']""")
 
 
-def test_nothing_in_the_repository_needs_a_folder_beside_it():
+def test_nothing_in_the_repository_needs_a_folder_beside_it() -> None:
     """CI runs from a clean clone: no test, script, Makefile or CI step may reach outside it."""
     root = Path(contract.__file__).resolve().parents[1]
     files = [root / "Makefile", *root.glob(".ci/*"), *root.glob("scripts/*")]

@@ -7,13 +7,14 @@ import math
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 
 import contract
 from cpu import CpuWatch, Stopwatch, assert_median_within, backend_pids, scrape_path
-from harness import Exporter, labels, observer, parse, wait_for
+from harness import Exporter, Samples, labels, observer, parse, wait_for
 from iocheck import burst, one_interval, quiesce, series_key
 from pg_aio_exporter.demo.server import LocalServer
 
@@ -33,7 +34,9 @@ def exporter(pg18: LocalServer) -> Iterator[Exporter]:
     exp.stop()
 
 
-def test_stats_reset_between_polls(pg18: LocalServer, exporter: Exporter, obs: psycopg.Connection):
+def test_stats_reset_between_polls(
+    pg18: LocalServer, exporter: Exporter, obs: psycopg.Connection
+) -> None:
     for _ in range(2):  # more reads before the reset than the one burst after it
         burst(pg18.dsn())
     quiesce(pg18.dsn())
@@ -65,7 +68,7 @@ def test_stats_reset_between_polls(pg18: LocalServer, exporter: Exporter, obs: p
 
 def test_track_io_timing_off_hides_latency(
     pg18: LocalServer, exporter: Exporter, obs: psycopg.Connection
-):
+) -> None:
     with psycopg.connect(pg18.dsn(), autocommit=True) as conn:
         conn.execute("ALTER SYSTEM SET track_io_timing = off")
         conn.execute("SELECT pg_reload_conf()")
@@ -87,7 +90,7 @@ def test_track_io_timing_off_hides_latency(
 
 def test_exposition_is_clean_and_meets_the_contract(
     pg18: LocalServer, exporter: Exporter, obs: psycopg.Connection
-):
+) -> None:
     one_interval(pg18.dsn(), exporter, obs, POLL)
     text = exporter.text()
     samples = parse(text)  # prometheus_client's own parser accepts it
@@ -101,7 +104,7 @@ def test_exposition_is_clean_and_meets_the_contract(
     assert contract.problems(text, required=["intervals"]) == []
 
 
-def test_io_method_state_set(pg18: LocalServer, exporter: Exporter):
+def test_io_method_state_set(pg18: LocalServer, exporter: Exporter) -> None:
     worker = exporter.wait_poll()["pg_aio_io_method"]
     assert worker == {
         labels(target="default", io_method="worker"): 1.0,
@@ -124,7 +127,7 @@ def test_io_method_state_set(pg18: LocalServer, exporter: Exporter):
 
 
 @pytest.mark.timing
-def test_server_down_scrapes_stay_fast_and_recover():
+def test_server_down_scrapes_stay_fast_and_recover() -> None:
     server = LocalServer.create()
     server.start()
     exp = Exporter("--dsn", server.dsn(), "--poll-interval", "1s", "--timeout", "2s")
@@ -132,7 +135,7 @@ def test_server_down_scrapes_stay_fast_and_recover():
         assert exp.wait_poll()["pg_up"][labels(target="default")] == 1
         server.stop()
 
-        def down() -> dict | None:
+        def down() -> Samples | None:
             samples = exp.scrape()
             return samples if samples["pg_up"][labels(target="default")] == 0 else None
 
@@ -165,7 +168,7 @@ def test_server_down_scrapes_stay_fast_and_recover():
 
 
 @pytest.mark.timing
-def test_targets_poll_spread_over_the_interval(pg18: LocalServer, tmp_path):
+def test_targets_poll_spread_over_the_interval(pg18: LocalServer, tmp_path: Path) -> None:
     """Several targets of one exporter poll at their own phase of the interval, not together:
     a shared server gets their polls one by one. The first poll of each is immediate."""
     names = ("alpha", "bravo", "charlie", "delta")

@@ -41,7 +41,7 @@ def modes(paths: list[Path]) -> dict[Path, str]:
 # It closes the clone to other users, which the servers of tests running beside it need open:
 # `make test` runs it after the parallel run, alone.
 @pytest.mark.exclusive
-def test_demo_serves_growing_bulkread_reads_and_cleans_up(tmp_path: Path):
+def test_demo_serves_growing_bulkread_reads_and_cleans_up(tmp_path: Path) -> None:
     # The clone made private, as a home directory usually is (0700 /root): as root, the demo
     # must run its server without opening any of these up to the server's OS user.
     ancestors = [embedded_bin_dir(), *embedded_bin_dir().parents]
@@ -109,7 +109,7 @@ def make_demo(
     assert not Path(data_dir.group(1)).exists(), "the demo must remove its temp dir"
 
 
-def test_demo_cleans_up_when_killed_while_it_sets_up(tmp_path: Path):
+def test_demo_cleans_up_when_killed_while_it_sets_up(tmp_path: Path) -> None:
     """`kill` (SIGTERM to its process group, as a shell's `kill %1` sends) while the demo
     creates its table: it stops its server and removes its temp dir, as on Ctrl-C."""
     with make_demo(tmp_path, "--table-mb 400", stop=signal.SIGTERM, until="creating table"):
@@ -125,7 +125,7 @@ UNDER_IGNORED = (
 )
 
 
-def test_suite_and_demo_stop_their_children_under_a_parent_ignoring_signals():
+def test_suite_and_demo_stop_their_children_under_a_parent_ignoring_signals() -> None:
     """A part of the suite that stops pgbench, and `make demo` stopped by `kill`, run by a
     pytest whose parent ignores SIGINT, SIGQUIT and SIGHUP (`trap ''`, as a shell does for
     `nohup ... &`): they pass as in a terminal."""
@@ -161,7 +161,7 @@ def growing_bulkread_reads(url: str) -> Samples:
     return wait_for(grown, 30, "bulkread reads growing")
 
 
-def test_demo_with_io_uring(tmp_path: Path):
+def test_demo_with_io_uring(tmp_path: Path) -> None:
     with make_demo(tmp_path, "--io-method io_uring") as url:
         scraped = growing_bulkread_reads(url)
     assert scraped["pg_aio_io_method"][labels(target="demo", io_method="io_uring")] == 1
@@ -169,7 +169,7 @@ def test_demo_with_io_uring(tmp_path: Path):
     assert not [name for name in scraped if name.startswith("pg_aio_io_worker")]
 
 
-def test_demo_io_uring_without_the_build_says_what_to_do(tmp_path: Path):
+def test_demo_io_uring_without_the_build_says_what_to_do(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "pg_aio_exporter", "demo", "--io-method", "io_uring"],
         env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)},  # an empty cache: no build
@@ -183,7 +183,7 @@ def test_demo_io_uring_without_the_build_says_what_to_do(tmp_path: Path):
     )
 
 
-def test_an_os_user_created_for_the_demo_is_removed(monkeypatch: pytest.MonkeyPatch):
+def test_an_os_user_created_for_the_demo_is_removed(monkeypatch: pytest.MonkeyPatch) -> None:
     if os.geteuid() != 0:
         pytest.skip("only root runs the server as another OS user")
     # A name of this test's own: the suite's servers share the usual one.

@@ -234,7 +234,8 @@ IO_URING_SYSCALLS = {"io_uring_setup", "io_uring_enter", "io_uring_register"}
 def io_uring_profile_path() -> Path:
     """The seccomp profile the io_uring comment of compose.yaml names, as Compose resolves it
     (relative to the compose file's directory)."""
-    (path,) = set(re.findall(r"seccomp=(\S+\.json)", COMPOSE.read_text()))
+    paths: set[str] = set(re.findall(r"seccomp=(\S+\.json)", COMPOSE.read_text()))
+    (path,) = paths
     return (COMPOSE.parent / path).resolve()
 
 

@@ -20,22 +20,28 @@ MAX_EXPOSURE_TENTHS = 20
 
 def directives() -> dict[str, list[str]]:
     """`Key` -> every value it is given (systemd allows repeats), across all sections."""
-    parser = configparser.RawConfigParser(strict=False, dict_type=_MultiDict)
+    # The typeshed stub wants a dict of str; configparser also stores lists in it while reading.
+    parser = configparser.RawConfigParser(strict=False, dict_type=_MultiDict)  # type: ignore[arg-type]
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     parser.read_string(UNIT.read_text())
+    # configparser ends by joining each key's list of lines with newlines: one value a line.
     return {
-        key: value if isinstance(value, list) else [value]
+        key: value.split("\n")
         for section in parser.sections()
         for key, value in parser.items(section)
     }
 
 
-class _MultiDict(dict[str, list[str]]):
+class _MultiDict(dict[str, list[str] | str]):
+    """While reading, configparser stores each value as a list of its lines: a repeated key
+    extends the list it already has instead of replacing it."""
+
     def __setitem__(self, key: str, value: list[str] | str) -> None:
-        if isinstance(value, list) and key in self:
-            self[key].extend(value)
+        existing = self.get(key)
+        if isinstance(value, list) and isinstance(existing, list):
+            existing.extend(value)
         else:
-            super().__setitem__(key, value)  # type: ignore[arg-type]
+            super().__setitem__(key, value)
 
 
 def test_unit_is_hardened_and_reads_the_password_from_a_credential() -> None:

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 import pgbins
-from harness import Exporter, compiled_locale, labels, wait_for
+from harness import Exporter, Labels, compiled_locale, labels, wait_for
 from pg_aio_exporter.demo.server import LocalServer
 
 pytestmark = pytest.mark.integration
@@ -37,7 +37,7 @@ def german_server() -> Iterator[LocalServer]:
         shutil.rmtree(locales)
 
 
-def test_a_wrong_password_is_auth_in_any_language(german_server: LocalServer):
+def test_a_wrong_password_is_auth_in_any_language(german_server: LocalServer) -> None:
     with pytest.raises(psycopg.OperationalError) as refused:
         psycopg.connect(german_server.dsn(user="monitor", password="wrong"))
     assert "Passwort-Authentifizierung" in str(refused.value), "the server answers in German"
@@ -47,7 +47,7 @@ def test_a_wrong_password_is_auth_in_any_language(german_server: LocalServer):
     try:
         auth = labels(target="default", collector="connection", kind="auth")
 
-        def counted() -> dict[str, float] | None:
+        def counted() -> dict[Labels, float] | None:
             errors = exporter.scrape().get("pg_aio_exporter_poll_errors_total", {})
             return errors if errors.get(auth) else None
 

@@ -106,7 +106,7 @@ def query_errors(samples: Samples) -> float:
 
 @pytest.mark.timing
 @pytest.mark.parametrize("mode", ["immediate", "fast"])
-def test_restart_with_and_without_stats_reset(mode: str):
+def test_restart_with_and_without_stats_reset(mode: str) -> None:
     """immediate = a crash: PostgreSQL discards its statistics in crash recovery, so
     pg_stat_io counters drop. fast keeps them. Either way the per-interval gauges skip the
     interval spanning the restart (new postmaster start time) and come back after it."""
@@ -162,7 +162,7 @@ def test_restart_with_and_without_stats_reset(mode: str):
 # -- slow server ---------------------------------------------------------------------------
 
 
-def test_poll_stamp_says_when_the_data_was_read(pw_server: LocalServer):
+def test_poll_stamp_says_when_the_data_was_read(pw_server: LocalServer) -> None:
     """Replies 1 s late: a poll stamped after moment t read its counters after t, so they are
     at least what pg_stat_io said at t. Stamped when the reply arrived, a poll that asked just
     before t would pass for newer than t and its counters would be older than the test's own."""
@@ -175,7 +175,11 @@ def test_poll_stamp_says_when_the_data_was_read(pw_server: LocalServer):
         proxy.delay = 1.0
         for _ in range(2):
             sent = proxy.requests
-            wait_for(lambda sent=sent: proxy.requests > sent or None, 10, "the next poll's queries")
+
+            def more_requests(sent: int = sent) -> bool | None:
+                return proxy.requests > sent or None
+
+            wait_for(more_requests, 10, "the next poll's queries")
             time.sleep(0.3)  # the server has answered; the proxy holds the reply
             with psycopg.connect(pw_server.dsn(), autocommit=True) as conn:
                 conn.execute("SELECT count(*) FROM pg_class")  # moves the hit counters
@@ -192,7 +196,9 @@ def test_poll_stamp_says_when_the_data_was_read(pw_server: LocalServer):
 
 @pytest.mark.timing
 @pytest.mark.parametrize(("fault", "timeout"), [("delay", 1.0), ("black_hole", TIMEOUT)])
-def test_slow_server_is_bounded_by_timeouts(pw_server: LocalServer, fault: str, timeout: float):
+def test_slow_server_is_bounded_by_timeouts(
+    pw_server: LocalServer, fault: str, timeout: float
+) -> None:
     """A 2 s delay on every reply (longer than --timeout 1s) or a black hole, between exporter
     and server, after the exporter connected. Every statement and connect attempt ends at the
     client timeout: no pile-up of connections, threads or fds, and /metrics stays fast."""
@@ -259,7 +265,9 @@ def test_slow_server_is_bounded_by_timeouts(pw_server: LocalServer, fault: str, 
     [("2s", "lock timeout"), ("500ms", "statement timeout")],
     ids=["lock_timeout", "statement_timeout"],
 )
-def test_lock_on_a_catalog_the_sampler_reads(pw_server: LocalServer, timeout: str, message: str):
+def test_lock_on_a_catalog_the_sampler_reads(
+    pw_server: LocalServer, timeout: str, message: str
+) -> None:
     """ACCESS EXCLUSIVE on pg_database blocks pg_stat_activity and pg_stat_database (both join
     pg_database) but not the other views. The exporter's lock_timeout (1 s) or, when shorter,
     its statement_timeout (--timeout) ends each wait: kind=timeout for collectors activity and
@@ -321,7 +329,7 @@ FULL = "remaining connection slots are reserved for roles with the SUPERUSER att
 
 
 @pytest.mark.timing
-def test_max_connections_exhausted_on_reconnect():
+def test_max_connections_exhausted_on_reconnect() -> None:
     server = LocalServer.create(
         settings={"max_connections": "6", "superuser_reserved_connections": "3"},
         hba=("host all monitor 127.0.0.1/32 trust",),
@@ -391,7 +399,7 @@ def test_max_connections_exhausted_on_reconnect():
 
 
 @pytest.mark.timing
-def test_verify_full_with_the_suites_ca(tls: tuple[LocalServer, Path]):
+def test_verify_full_with_the_suites_ca(tls: tuple[LocalServer, Path]) -> None:
     server, ca = tls
     exp = Exporter(
         "--dsn", localhost_dsn(server, sslmode="verify-full", sslrootcert=str(ca)), *FAST
@@ -415,7 +423,7 @@ def assert_refused(exp: Exporter, kind: str, message: str) -> None:
     assert f"kind={kind}" in log and message in log, log
 
 
-def test_tls_required_by_the_server_not_offered(tls: tuple[LocalServer, Path]):
+def test_tls_required_by_the_server_not_offered(tls: tuple[LocalServer, Path]) -> None:
     server, _ = tls
     exp = Exporter("--dsn", server.dsn(sslmode="disable"), *FAST)
     try:
@@ -426,7 +434,7 @@ def test_tls_required_by_the_server_not_offered(tls: tuple[LocalServer, Path]):
         exp.stop()
 
 
-def test_tls_required_by_the_client_not_offered(pw_server: LocalServer):
+def test_tls_required_by_the_client_not_offered(pw_server: LocalServer) -> None:
     exp = Exporter("--dsn", pw_server.dsn(sslmode="require"), *FAST)
     try:
         assert_refused(exp, "connection", "server does not support SSL, but SSL was required")
@@ -434,7 +442,7 @@ def test_tls_required_by_the_client_not_offered(pw_server: LocalServer):
         exp.stop()
 
 
-def test_verify_full_rejects_another_ca(tls: tuple[LocalServer, Path], certs: Certs):
+def test_verify_full_rejects_another_ca(tls: tuple[LocalServer, Path], certs: Certs) -> None:
     server, _ = tls
     dsn = localhost_dsn(server, sslmode="verify-full", sslrootcert=str(certs.ca))
     exp = Exporter("--dsn", dsn, *FAST)
@@ -463,7 +471,7 @@ def all_output(exp: Exporter) -> str:
     return "\n".join(pages) + exp.logs()
 
 
-def test_password_from_pgpassfile(pw_server: LocalServer, tmp_path: Path):
+def test_password_from_pgpassfile(pw_server: LocalServer, tmp_path: Path) -> None:
     other = "Other-Line-Secret-5521"
     path = pgpass(tmp_path, f"db.example:5432:*:app:{other}",
                   f"127.0.0.1:{pw_server.port}:postgres:monitor:{MONITOR_PASSWORD}")  # fmt: skip
@@ -478,7 +486,7 @@ def test_password_from_pgpassfile(pw_server: LocalServer, tmp_path: Path):
 
 def test_no_password_in_any_output_of_a_failing_run(
     pw_server: LocalServer, tls: tuple[LocalServer, Path], certs: Certs, tmp_path: Path
-):
+) -> None:
     """Five targets failing five ways, each with its own password, at debug level; then every
     page, the metrics and the whole log (including shutdown) are searched for each one."""
     secrets = {name: f"Leak-{name}-Secret-{i}93" for i, name in enumerate(

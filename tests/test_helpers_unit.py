@@ -17,7 +17,7 @@ pytestmark = pytest.mark.unit
 
 def test_a_machine_without_the_blkio_controller_skips_slow_storage_with_the_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     # A kernel with cgroup v2 only: no /sys/fs/cgroup/blkio.
     monkeypatch.setattr(slowdisk, "BLKIO", tmp_path / "blkio")
     wanted = "root" if os.geteuid() != 0 else "cgroup v1 blkio controller"

@@ -51,20 +51,24 @@ def obs(uring: Uring) -> Iterator[psycopg.Connection[Any]]:
     conn.close()
 
 
-def test_counters_equal_pg_stat_io(uring: Uring, exporter: Exporter, obs: psycopg.Connection):
+def test_counters_equal_pg_stat_io(
+    uring: Uring, exporter: Exporter, obs: psycopg.Connection
+) -> None:
     assert uring.io_method() == "io_uring"
     check_counters_under_load(uring.server.dsn(), exporter, obs)
 
 
 def test_interval_gauges_and_combined_reads(
     uring: Uring, exporter: Exporter, obs: psycopg.Connection
-):
+) -> None:
     assert uring.io_method() == "io_uring"
     scraped = check_one_interval(uring.server.dsn(), exporter, obs, POLL)
     assert scraped["pg_aio_read_size_bytes"][series_key(BULKREAD)] > 8192
 
 
-def test_io_method_says_io_uring_and_io_worker_metrics_are_absent(uring: Uring, exporter: Exporter):
+def test_io_method_says_io_uring_and_io_worker_metrics_are_absent(
+    uring: Uring, exporter: Exporter
+) -> None:
     assert uring.io_method() == "io_uring"
     scraped = exporter.wait_poll()
     assert scraped["pg_aio_io_method"] == {
@@ -77,7 +81,7 @@ def test_io_method_says_io_uring_and_io_worker_metrics_are_absent(uring: Uring, 
     assert no_workers == [], "io_uring starts no io workers: their metrics are absent, not 0"
 
 
-def test_sampler_classifies_io_uring_waits(uring: Uring, exporter: Exporter):
+def test_sampler_classifies_io_uring_waits(uring: Uring, exporter: Exporter) -> None:
     """Cached data: reads complete while being submitted (AioIoUringSubmit). Slow storage:
     sessions wait in the kernel for their own reads (AioIoUringExecution), and for another
     session's ring when they need a block it is reading (LWLock/AioUringCompletion: two scans

@@ -23,6 +23,8 @@ WORKFLOW = REPO / ".github" / "workflows" / "release.yml"
 CHANGELOG = REPO / "CHANGELOG.md"
 RELEASE_CHECK = REPO / "scripts" / "release-check.sh"
 ACTIONLINT = ("github.com/rhysd/actionlint/cmd/actionlint", "v1.7.7")
+# The workflow as PyYAML reads it: YAML 1.1 makes the key `on` the boolean True.
+Workflow = dict[str | bool, Any]
 # sha256 of https://www.apache.org/licenses/LICENSE-2.0.txt
 APACHE_2_0 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"
 
@@ -122,8 +124,8 @@ def test_workflows_pass_actionlint_and_a_broken_one_does_not(tmp_path: Path) -> 
 
 
 @pytest.fixture(scope="module")
-def workflow() -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load(WORKFLOW.read_text())
+def workflow() -> Workflow:
+    doc: Workflow = yaml.safe_load(WORKFLOW.read_text())
     return doc
 
 
@@ -131,7 +133,7 @@ def steps_using(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
     return [s for s in job["steps"] if s.get("uses", "").split("@")[0] == action]
 
 
-def test_release_runs_on_version_tags_only(workflow: dict[str, Any]) -> None:
+def test_release_runs_on_version_tags_only(workflow: Workflow) -> None:
     # PyYAML reads the key `on` as True (YAML 1.1).
     trigger = workflow[True]
     assert list(trigger) == ["push"] and list(trigger["push"]) == ["tags"]
@@ -142,7 +144,7 @@ def test_release_runs_on_version_tags_only(workflow: dict[str, Any]) -> None:
     assert any("scripts/release-check.sh" in s.get("run", "") for s in build["steps"])
 
 
-def test_publishing_waits_for_the_tests_of_the_built_files(workflow: dict[str, Any]) -> None:
+def test_publishing_waits_for_the_tests_of_the_built_files(workflow: Workflow) -> None:
     jobs = workflow["jobs"]
     assert jobs["test"]["needs"] == "build"
     assert any(s.get("run") == ".ci/run" for s in jobs["test"]["steps"])
@@ -155,7 +157,7 @@ def test_publishing_waits_for_the_tests_of_the_built_files(workflow: dict[str, A
     assert not any("python -m build" in s.get("run", "") for s in jobs["pypi"]["steps"])
 
 
-def test_pypi_uses_trusted_publishing(workflow: dict[str, Any]) -> None:
+def test_pypi_uses_trusted_publishing(workflow: Workflow) -> None:
     pypi = workflow["jobs"]["pypi"]
     assert pypi["permissions"] == {"id-token": "write"}
     assert pypi["environment"]["name"] == "pypi"
@@ -165,7 +167,7 @@ def test_pypi_uses_trusted_publishing(workflow: dict[str, Any]) -> None:
     assert "secrets." not in yaml.safe_dump(pypi)
 
 
-def test_image_is_multi_arch_from_the_shipped_dockerfile(workflow: dict[str, Any]) -> None:
+def test_image_is_multi_arch_from_the_shipped_dockerfile(workflow: Workflow) -> None:
     image = workflow["jobs"]["image"]
     assert image["permissions"] == {"contents": "read", "packages": "write"}
     (push,) = steps_using(image, "docker/build-push-action")

@@ -39,7 +39,7 @@ def assert_failing(exp: Exporter, kind: str) -> str:
     return log
 
 
-def test_wrong_password(pw_server: LocalServer):
+def test_wrong_password(pw_server: LocalServer) -> None:
     exp = Exporter("--dsn", pw_server.dsn(user="monitor", password=WRONG), "--poll-interval", "1s")
     try:
         log = assert_failing(exp, "auth")
@@ -49,7 +49,7 @@ def test_wrong_password(pw_server: LocalServer):
         exp.stop()
 
 
-def test_role_that_does_not_exist(pw_server: LocalServer):
+def test_role_that_does_not_exist(pw_server: LocalServer) -> None:
     exp = Exporter("--dsn", pw_server.dsn(user="no_such_role"), "--poll-interval", "1s")
     try:
         log = assert_failing(exp, "auth")  # the runbook's "auth", not "is PostgreSQL up"
@@ -58,7 +58,7 @@ def test_role_that_does_not_exist(pw_server: LocalServer):
         exp.stop()
 
 
-def test_right_password_from_password_file(pw_server: LocalServer, tmp_path: Path):
+def test_right_password_from_password_file(pw_server: LocalServer, tmp_path: Path) -> None:
     (tmp_path / "pw").write_text(MONITOR_PASSWORD + "\n")
     dsn = pw_server.dsn(user="monitor")
     (tmp_path / "c.yaml").write_text(
@@ -78,7 +78,7 @@ def test_right_password_from_password_file(pw_server: LocalServer, tmp_path: Pat
 @pytest.mark.parametrize(
     "host", ["127.0.0.1", "no-such-host.invalid"], ids=["refused", "unresolvable"]
 )
-def test_unreachable(host: str):
+def test_unreachable(host: str) -> None:
     port = free_port()  # nothing listens there
     dsn = f"postgresql://app:{WRONG}@{host}:{port}/postgres"
     exp = Exporter("--dsn", dsn, "--poll-interval", "1s")
@@ -104,7 +104,7 @@ def exporter_as(server: LocalServer, role: str, grants: str) -> Exporter:
     )
 
 
-def test_pg_monitor_role_sees_everything(pg18: LocalServer):
+def test_pg_monitor_role_sees_everything(pg18: LocalServer) -> None:
     exp = exporter_as(pg18, "pgaio_monitor", "IN ROLE pg_monitor")
     try:
         exp.wait_poll()
@@ -120,7 +120,7 @@ def test_pg_monitor_role_sees_everything(pg18: LocalServer):
         exp.stop()
 
 
-def test_role_without_pg_monitor_degrades_gracefully(pg18: LocalServer):
+def test_role_without_pg_monitor_degrades_gracefully(pg18: LocalServer) -> None:
     exp = exporter_as(pg18, "pgaio_nopriv", "")
     try:
         exp.wait_poll()
@@ -156,7 +156,7 @@ def connect_in_a_loop(dsn: str, stop: threading.Event) -> None:
         psycopg.connect(dsn).close()
 
 
-def test_clients_starting_up_are_not_hidden_from_a_superuser(pw_server: LocalServer):
+def test_clients_starting_up_are_not_hidden_from_a_superuser(pw_server: LocalServer) -> None:
     """Clients connecting all the time, as applications without a pool do. A superuser
     exporter sees each of them while it starts up, and must not count it as a process hidden
     from its role (it did: kind=privilege, "grant it pg_monitor", PgAioPollsFailing pending)."""
@@ -202,7 +202,7 @@ class _Banner(socketserver.BaseRequestHandler):
         self.request.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
 
 
-def test_not_a_postgresql_server():
+def test_not_a_postgresql_server() -> None:
     with socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Banner) as http:
         threading.Thread(target=http.serve_forever, daemon=True).start()
         port = http.server_address[1]

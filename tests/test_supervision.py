@@ -200,7 +200,7 @@ def internal(samples: Samples, collector: str) -> float:
 
 def test_a_sample_collector_that_raises_costs_its_own_series(
     pg18: LocalServer, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     """Collectors whose collect_counters, or observe, raise (for good or for a few samples)
     beside one that works: each broken one loses its own series while it raises, and the
     others count every sample the sampler counts."""
@@ -240,7 +240,7 @@ def test_a_sample_collector_that_raises_costs_its_own_series(
 
 def test_a_roll_window_that_raises_costs_its_gauges(
     pg18: LocalServer, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     monkeypatch.setitem(registry.SAMPLE, WindowBreaks.name, WindowBreaks)
 
     async def case(scrape: Scrape) -> None:
@@ -255,7 +255,7 @@ def test_a_roll_window_that_raises_costs_its_gauges(
     run(pg18, case)
 
 
-def test_a_task_cancelled_from_outside_is_restarted(pg18: LocalServer):
+def test_a_task_cancelled_from_outside_is_restarted(pg18: LocalServer) -> None:
     async def case(scrape: Scrape) -> None:
         first = await until(scrape, lambda s: DEFAULT in s.get(LAST_POLL, {}), "a poll")
         assert internal(first, "worker") == 0
@@ -268,7 +268,7 @@ def test_a_task_cancelled_from_outside_is_restarted(pg18: LocalServer):
     run(pg18, case)
 
 
-def test_a_hung_task_goes_absent(pg18: LocalServer, monkeypatch: pytest.MonkeyPatch):
+def test_a_hung_task_goes_absent(pg18: LocalServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """A round that never ends (a bug no timeout bounds): after stale_after, the target's
     series are gone, pg_up included, while the exporter's own stay."""
     real = TargetWorker.sample

@@ -84,12 +84,12 @@ def sample_self_metrics(names: set[str]) -> set[str]:
     return {n for n in names if n.startswith("pg_aio_exporter_sample_")}
 
 
-def test_all_on(exported: dict[str, set[str]]):
+def test_all_on(exported: dict[str, set[str]]) -> None:
     every = set().union(*EXPORTS.values(), SAMPLER, ALWAYS)
     assert every <= exported["all on"], every - exported["all on"]
 
 
-def test_sampling_off(exported: dict[str, set[str]]):
+def test_sampling_off(exported: dict[str, set[str]]) -> None:
     all_on, names = exported["all on"], exported["sampling off"]
     sampled = EXPORTS["activity"] | EXPORTS["pg_aios"] | SAMPLER | sample_self_metrics(all_on)
     assert not names & sampled, names & sampled
@@ -97,7 +97,7 @@ def test_sampling_off(exported: dict[str, set[str]]):
 
 
 @pytest.mark.parametrize("view", EXPORTS)
-def test_one_collector_off(exported: dict[str, set[str]], view: str):
+def test_one_collector_off(exported: dict[str, set[str]], view: str) -> None:
     names = exported[view]
     gone = EXPORTS[view] | (INTERVAL_GAUGES if view == "pg_stat_io" else set())
     assert not names & gone, names & gone

@@ -53,7 +53,7 @@ def run(main: Coroutine[Any, Any, T]) -> tuple[T, float]:
         loop.close()
 
 
-def test_client_timeout_is_not_stretched_by_cancellation_handling():
+def test_client_timeout_is_not_stretched_by_cancellation_handling() -> None:
     async def main() -> None:
         with pytest.raises(TimeoutError):
             async with client_timeout(0.2):
@@ -64,7 +64,7 @@ def test_client_timeout_is_not_stretched_by_cancellation_handling():
     assert elapsed == pytest.approx(0.2 + CANCEL_GRACE), elapsed
 
 
-def test_client_timeout_lets_a_shutdown_through():
+def test_client_timeout_lets_a_shutdown_through() -> None:
     async def main() -> None:
         async def body() -> None:
             async with client_timeout(5):
@@ -81,7 +81,7 @@ def test_client_timeout_lets_a_shutdown_through():
     assert elapsed == pytest.approx(0.05), "cancelled at once"
 
 
-def test_client_timeout_leaves_fast_work_alone():
+def test_client_timeout_leaves_fast_work_alone() -> None:
     async def main() -> int:
         async with client_timeout(1):
             await asyncio.sleep(0.01)
@@ -125,5 +125,5 @@ def test_client_timeout_leaves_fast_work_alone():
         (psycopg.errors.UndefinedTable("Relation existiert nicht"), "query"),
     ],
 )
-def test_error_kind_of_faults(exc: BaseException, kind: str):
+def test_error_kind_of_faults(exc: BaseException, kind: str) -> None:
     assert error_kind(exc) == kind

@@ -77,11 +77,11 @@ def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
     stack.close()
 
 
-def test_counters_equal_pg_stat_io(stack: Stack):
+def test_counters_equal_pg_stat_io(stack: Stack) -> None:
     check_counters_under_load(stack.server.dsn(), stack.exporter, stack.obs)
 
 
-def test_interval_gauges_and_read_size(stack: Stack):
+def test_interval_gauges_and_read_size(stack: Stack) -> None:
     scraped = check_one_interval(stack.server.dsn(), stack.exporter, stack.obs, POLL)
     size = scraped["pg_aio_read_size_bytes"]
     if int(stack.major) >= 18:
@@ -92,7 +92,7 @@ def test_interval_gauges_and_read_size(stack: Stack):
         assert size[BULK] == 8192 and size[NORMAL] == 8192  # one block per read operation
 
 
-def test_aio_metrics_only_where_aio_exists(stack: Stack):
+def test_aio_metrics_only_where_aio_exists(stack: Stack) -> None:
     scraped = stack.exporter.wait_poll()
     version = next(iter(scraped["pg_server_info"]))
     assert dict(version)["version"].startswith(stack.major)
@@ -117,7 +117,7 @@ def test_aio_metrics_only_where_aio_exists(stack: Stack):
     )
 
 
-def test_postgresql_15_without_pg_stat_io():
+def test_postgresql_15_without_pg_stat_io() -> None:
     server = LocalServer.create(bin_dir("15"))
     server.start()
     exp = Exporter("--dsn", server.dsn(), "--poll-interval", "1s", "--sample-interval", "100ms")
@@ -149,7 +149,7 @@ def test_postgresql_15_without_pg_stat_io():
 
 def test_the_19_check_skips_with_a_reason_when_the_index_cannot_be_asked(
     monkeypatch: pytest.MonkeyPatch,
-):
+) -> None:
     # An index nobody listens on, and no local wheels: the look-up answers at once with why.
     monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
     monkeypatch.setenv("PIP_FIND_LINKS", "")

@@ -67,12 +67,14 @@ def status(
         ("/healthz", None, "", 200),  # liveness probes carry no credentials
     ],
 )
-def test_basic_auth(authed: Exporter, path: str, user: str | None, password: str, expected: int):
+def test_basic_auth(
+    authed: Exporter, path: str, user: str | None, password: str, expected: int
+) -> None:
     assert status(authed.url + path, user, password) == expected
 
 
 @pytest.mark.timing
-def test_basic_auth_cost_is_paid_once(authed: Exporter):
+def test_basic_auth_cost_is_paid_once(authed: Exporter) -> None:
     status(authed.url + "/metrics", "prom", PASSWORD)
     clock = Stopwatch(scrape_path(authed.proc.pid))
     for _ in range(10):
@@ -98,7 +100,7 @@ def fetch(
 
 
 @pytest.mark.parametrize("path", ["/metrics", "/", "/healthz"])
-def test_head_answers_like_get_without_a_body(authed: Exporter, path: str):
+def test_head_answers_like_get_without_a_body(authed: Exporter, path: str) -> None:
     status_, headers, body = fetch(authed, "HEAD", path)
     assert status_ == 200
     assert body == b""
@@ -124,7 +126,7 @@ def test_head_answers_like_get_without_a_body(authed: Exporter, path: str):
         ("", False),
     ],
 )
-def test_gzip_as_accept_encoding_says(authed: Exporter, accept: str | None, gzipped: bool):
+def test_gzip_as_accept_encoding_says(authed: Exporter, accept: str | None, gzipped: bool) -> None:
     headers = {} if accept is None else {"Accept-Encoding": accept}
     status_, got, body = fetch(authed, "GET", "/metrics", **headers)
     assert status_ == 200
@@ -159,7 +161,7 @@ def test_gzip_as_accept_encoding_says(authed: Exporter, accept: str | None, gzip
         ("deflate;q=0.5,gzip", True),
     ],
 )
-def test_accept_encoding_parsing(header: str | None, expected: bool):
+def test_accept_encoding_parsing(header: str | None, expected: bool) -> None:
     assert wants_gzip(header) is expected
 
 
@@ -171,7 +173,7 @@ def client_context(certs: Certs, with_cert: bool = False) -> ssl.SSLContext:
 
 
 @pytest.mark.timing
-def test_tls(pg18: LocalServer, certs: Certs, tmp_path: Path):
+def test_tls(pg18: LocalServer, certs: Certs, tmp_path: Path) -> None:
     cert, key = certs.pair("server")
     config = web_config(tmp_path, f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n")
     exp = Exporter(
@@ -195,10 +197,13 @@ def test_tls(pg18: LocalServer, certs: Certs, tmp_path: Path):
             assert scraped.own < 0.5, str(scraped)
         with pytest.raises(OSError):  # plain HTTP to the TLS port: the server hangs up
             urllib.request.urlopen(f"http://127.0.0.1:{exp.port}/metrics", timeout=5)
+
         # The handler thread logs after hanging up.
-        log = wait_for(
-            lambda: 'msg="request failed"' in (text := exp.logs()) and text, 5, "the failure logged"
-        )
+        def failure_logged() -> str | None:
+            text = exp.logs()
+            return text if 'msg="request failed"' in text else None
+
+        log = wait_for(failure_logged, 5, "the failure logged")
         assert "Traceback" not in log, log
         assert all(line.startswith("ts=") for line in log.splitlines()), log
         assert log.count('msg="request failed"') == 1, log  # in the log format, at debug
@@ -208,7 +213,7 @@ def test_tls(pg18: LocalServer, certs: Certs, tmp_path: Path):
         exp.stop()
 
 
-def test_client_certificates(pg18: LocalServer, certs: Certs, tmp_path: Path):
+def test_client_certificates(pg18: LocalServer, certs: Certs, tmp_path: Path) -> None:
     cert, key = certs.pair("server")
     config = web_config(
         tmp_path,
@@ -228,7 +233,7 @@ def test_client_certificates(pg18: LocalServer, certs: Certs, tmp_path: Path):
 
 def test_health_listener_answers_probes_while_metrics_need_tls_and_a_client_cert(
     pg18: LocalServer, certs: Certs, tmp_path: Path
-):
+) -> None:
     """--web.health-listen-address: plain /healthz for Docker's HEALTHCHECK and the kubelet,
     which cannot present the client certificate the metrics port demands."""
     cert, key = certs.pair("server")

@@ -81,7 +81,7 @@ def handshake(port: int, context: ssl.SSLContext) -> tuple[str, str, int]:
 
 def test_one_file_serves_postgres_exporter_and_ours(
     pg18: LocalServer, certs: Certs, tmp_path: Path
-):
+) -> None:
     config = shared_file(certs, tmp_path)
     theirs = PostgresExporter(pg18, web_config=config, tls=client(certs))
     try:
@@ -110,7 +110,7 @@ def test_one_file_serves_postgres_exporter_and_ours(
 
 def test_cipher_suites_and_curves_refuse_what_they_leave_out(
     pg18: LocalServer, certs: Certs, tmp_path: Path
-):
+) -> None:
     ours = Exporter(
         "--dsn", pg18.dsn(), "--web.config.file", shared_file(certs, tmp_path), tls=client(certs)
     )
@@ -131,7 +131,7 @@ def test_cipher_suites_and_curves_refuse_what_they_leave_out(
         ours.stop()
 
 
-def test_client_allowed_sans(pg18: LocalServer, certs: Certs, tmp_path: Path):
+def test_client_allowed_sans(pg18: LocalServer, certs: Certs, tmp_path: Path) -> None:
     """The suite's client certificate names localhost and 127.0.0.1; the stranger's, from the
     same CA, elsewhere.example."""
     config = shared_file(
@@ -153,7 +153,7 @@ def test_client_allowed_sans(pg18: LocalServer, certs: Certs, tmp_path: Path):
 
 
 @pytest.mark.unit
-def test_rate_limit_is_a_token_bucket():
+def test_rate_limit_is_a_token_bucket() -> None:
     now = [1000.0]  # the bucket's clock, moved by hand: no wall clock, no sleep
     limit = RateLimit(interval=0.2, burst=3, clock=lambda: now[0])
     assert [limit.allow() for _ in range(4)] == [True, True, True, False]

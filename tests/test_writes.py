@@ -424,10 +424,15 @@ def test_bulk_load_extends_and_writes_wal(write18: WriteServer) -> None:
                 for n in range(50_000):
                     copy.write_row((n, "x" * 100))
             conn.execute("INSERT INTO bulk SELECT n, pad FROM bulk")
+
         # The gauges cover one poll interval, the one in which the backend reported its I/O
         # (when it went idle): scraped often enough to see it.
+        def extend_gauges() -> Samples | None:
+            samples = exporter.scrape()
+            return samples if samples.get("pg_aio_extend_latency_seconds") else None
+
         after = wait_for(
-            lambda: (m := exporter.scrape()).get("pg_aio_extend_latency_seconds") and m,
+            extend_gauges,
             15,
             "extend gauges after the bulk load",
             every=0.2,
