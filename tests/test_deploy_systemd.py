@@ -20,7 +20,8 @@ MAX_EXPOSURE_TENTHS = 20
 
 def directives() -> dict[str, list[str]]:
     """`Key` -> every value it is given (systemd allows repeats), across all sections."""
-    # The typeshed stub wants a dict of str; configparser also stores lists in it while reading.
+    # typeshed: dict_type holds str values, but configparser stores lists in it while reading;
+    # optionxform is a method there, replaced to keep the keys' case.
     parser = configparser.RawConfigParser(strict=False, dict_type=_MultiDict)  # type: ignore[arg-type]
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     parser.read_string(UNIT.read_text())
