@@ -20,7 +20,7 @@ from pg_aio_exporter.poll.worker import TargetWorker
 
 def test_absent_pg_stat_statements_is_one_line_and_no_error(
     pg18: LocalServer, caplog: pytest.LogCaptureFixture
-):
+) -> None:
     selfmetrics = SelfMetrics()
 
     async def three_polls() -> tuple[list[bool], str]:
@@ -69,7 +69,7 @@ def test_absent_pg_stat_statements_is_one_line_and_no_error(
 
 def test_a_failed_statement_in_the_pipeline_is_no_warning(
     pg18: LocalServer, caplog: pytest.LogCaptureFixture
-):
+) -> None:
     """The failing statement first and many after it, so that its error arrives while the
     later ones are still being sent (the report's stderr showed psycopg's "error ignored
     terminating ... pipeline aborted" when it did): each statement's own result, no warning."""
