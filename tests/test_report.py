@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import jsonschema
 import psycopg
@@ -399,11 +399,18 @@ def slow17() -> Iterator[tuple[LocalServer, SlowReads]]:
 UPGRADE_STORAGE_US = 500  # an SSD-like wait per read, on both servers
 
 
+class Scan(TypedDict):
+    """report_while_scanning's keywords: which tables are scanned, and how many rows."""
+
+    tables: tuple[str, ...]
+    rows: int | None
+
+
 def test_upgrade_comparison(
     slow17: tuple[LocalServer, SlowReads], slow18: tuple[LocalServer, SlowReads], tmp_path: Path
 ) -> None:
     before, after = tmp_path / "pg17.json", tmp_path / "pg18.json"
-    both = {"tables": TABLES[:2], "rows": None}  # whole scans, the same data on both
+    both: Scan = {"tables": TABLES[:2], "rows": None}  # whole scans, the same data on both
     doc17, result = report_while_scanning(
         slow17, UPGRADE_STORAGE_US, "--duration", "12s", "--save", str(before), **both
     )

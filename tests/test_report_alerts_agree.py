@@ -25,7 +25,7 @@ import recorded
 from pg_aio_exporter import thresholds
 from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.collectors.activity import ActivityCollector
-from pg_aio_exporter.collectors.base import PollCollector
+from pg_aio_exporter.collectors.base import PollCollector, Snapshots
 from pg_aio_exporter.collectors.intervals import ReadCounters
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.poll.sampler import Sampler
@@ -554,7 +554,8 @@ def exposed(
 def replay(major: str, name: str, phases: tuple[Writing, Writing]) -> Replay:
     version = recorded.load(major)["server_version_num"]
     collectors = [c for c in registry.poll_collectors() if c.query(version) is not None]
-    by_name = {c.name: c for c in collectors}
+    # The collectors the worker hands its tap a snapshot of (every one rows_at answers for).
+    by_name = {c.name: c for c in collectors if isinstance(c, Snapshots)}
     exporter = Sampler([ActivityCollector()])  # the exporter's, for the whole run
     phase_spans = {"baseline": (0, W_BEFORE), "window": (W_BEFORE + W_NOW - 10, W_BEFORE + W_NOW)}
     recorders = {phase: Recorder() for phase in phase_spans}

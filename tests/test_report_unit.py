@@ -19,7 +19,7 @@ from pg_aio_exporter.collectors.intervals import ReadCounters, ReadWindow, Snaps
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.report import document, text, units, writes
 from pg_aio_exporter.report.findings import CHECKS, Finding
-from pg_aio_exporter.report.outcome import exit_code, judge
+from pg_aio_exporter.report.outcome import Report, exit_code, judge
 from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
 from pg_aio_exporter.thresholds import StorageClass, Thresholds
 
@@ -137,7 +137,7 @@ HEALTHY = {BULK: reads(200_000, 24 * KB, 0.1, hits=50_000)}
 
 def snap(
     rows: dict[Any, ReadCounters], reset: float = 1.0, start: float = 5.0, timing: bool = True
-):
+) -> Snapshot:
     return Snapshot(rows, reset, start, timing)
 
 
@@ -614,7 +614,7 @@ def test_every_check_is_named_after_its_finding_and_the_schema_lists_them() -> N
 # --- outputs -----------------------------------------------------------------------------------
 
 
-def busy_report():
+def busy_report() -> Report:
     """Everything at once: a baseline, slow reads, a saturated pool, something not visible."""
     act = activity(
         60,
@@ -676,7 +676,8 @@ def write(tmp_path: Path, name: str, content: str | bytes) -> str:
 
 
 def saved(tmp_path: Path) -> dict[str, Any]:
-    return json.loads(document.dumps(busy_report(), T))
+    doc: dict[str, Any] = json.loads(document.dumps(busy_report(), T))
+    return doc
 
 
 def with_samples(doc: dict[str, Any], samples: Any) -> dict[str, Any]:

@@ -28,7 +28,11 @@ PROBE = "SELECT * FROM t WHERE id = $1"
 
 
 def stmt(
-    text_: str, calls: float, ms_per_call: float, read_ms_per_call: float = 0.0, blocks=0.0
+    text_: str,
+    calls: float,
+    ms_per_call: float,
+    read_ms_per_call: float = 0.0,
+    blocks: float = 0.0,
 ) -> StatementWindow:
     counters = StatementCounters(
         calls, calls * ms_per_call * MS, calls, blocks * calls, 0.0, calls * read_ms_per_call * MS

@@ -8,8 +8,10 @@ import logging
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 from harness import parse
+from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.config.targets import target_from_dsn
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.expose.exposition import Exposition
@@ -74,8 +76,11 @@ def test_a_failed_statement_in_the_pipeline_is_no_warning(
     later ones are still being sent (the report's stderr showed psycopg's "error ignored
     terminating ... pipeline aborted" when it did): each statement's own result, no warning."""
 
-    async def run() -> list[object]:
-        conn = await psycopg.AsyncConnection.connect(pg18.dsn(), autocommit=True)
+    async def run() -> list[list[Row] | Exception]:
+        # The exporter's own row shape: run_pipelined takes a dict-row connection.
+        conn = await psycopg.AsyncConnection.connect(
+            pg18.dsn(), autocommit=True, row_factory=dict_row
+        )
         try:
             return await run_pipelined(conn, ["SELECT * FROM no_such_view"] + ["SELECT 1"] * 200)
         finally:
@@ -84,5 +89,5 @@ def test_a_failed_statement_in_the_pipeline_is_no_warning(
     with caplog.at_level(logging.INFO):
         results = asyncio.run(run())
     assert isinstance(results[0], psycopg.errors.UndefinedTable)
-    assert results[1:] == [[(1,)]] * 200
+    assert results[1:] == [[{"?column?": 1}]] * 200
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
