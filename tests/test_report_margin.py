@@ -26,7 +26,12 @@ from pg_aio_exporter.report.margin import (
     batch_rse,
 )
 from pg_aio_exporter.report.outcome import judge
-from pg_aio_exporter.report.workload import StatementWindow, compare_workload
+from pg_aio_exporter.report.workload import (
+    StatementWindow,
+    Workload,
+    WorkloadComparison,
+    compare_workload,
+)
 from test_report_unit import BULK, KB, T, reads, summary
 from test_report_workload import work
 
@@ -238,7 +243,7 @@ def test_statements_and_db_time_disagreeing_widen_the_interval_to_hold_both() ->
     assert high == pytest.approx(0.9 * math.exp(Z90 * math.hypot(0.02, 0.0125)))
 
 
-def closed_loop(mean_ms: float, busy: float, connected: float, transactions: float) -> Any:
+def closed_loop(mean_ms: float, busy: float, connected: float, transactions: float) -> Workload:
     """A 60 s window of one statement per transaction, 4000 calls with sd 5 ms (its interval
     at the 1% floor), `busy` client sessions seen working of `connected`."""
     return work(
@@ -251,7 +256,9 @@ def closed_loop(mean_ms: float, busy: float, connected: float, transactions: flo
     )
 
 
-def statements_090_clients_100(connected: tuple[float, float]) -> tuple[Any, Any, Any]:
+def statements_090_clients_100(
+    connected: tuple[float, float],
+) -> tuple[Workload, Workload, WorkloadComparison]:
     """Statements and DB time 0.90x, the clients' time per transaction 1.00x (4000
     transactions in 60 s both times), `connected` client sessions then and now: the interval
     must hold 1 and claim nothing."""

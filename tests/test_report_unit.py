@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ import jsonschema
 import pytest
 
 from pg_aio_exporter import thresholds
-from pg_aio_exporter.collectors.intervals import ReadCounters, ReadWindow, Snapshot
+from pg_aio_exporter.collectors.activity import WaitKey
+from pg_aio_exporter.collectors.intervals import LabelKey, ReadCounters, ReadWindow, Snapshot
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.report import document, text, units, writes
 from pg_aio_exporter.report.findings import CHECKS, Finding
@@ -89,7 +91,7 @@ def server(**changes: Any) -> ServerFacts:
     return ServerFacts(**facts)
 
 
-def activity(samples: int = 100, waits: dict[Any, int] | None = None, **more: Any) -> Activity:
+def activity(samples: int = 100, waits: dict[WaitKey, int] | None = None, **more: Any) -> Activity:
     """By default three io workers, idle in every sample."""
     facts: dict[str, Any] = {"io_workers": 3, "io_worker_slots": 3 * samples}
     facts.update(more)
@@ -101,7 +103,7 @@ def reads(count: float, size: float, ms_each: float, hits: float = 0) -> ReadCou
 
 
 def summary(
-    rows: dict[Any, ReadCounters] | None = None,
+    rows: dict[LabelKey, ReadCounters] | None = None,
     seconds: float = 100.0,
     *,
     act: Activity | None = None,
@@ -136,7 +138,7 @@ HEALTHY = {BULK: reads(200_000, 24 * KB, 0.1, hits=50_000)}
 
 
 def snap(
-    rows: dict[Any, ReadCounters], reset: float = 1.0, start: float = 5.0, timing: bool = True
+    rows: dict[LabelKey, ReadCounters], reset: float = 1.0, start: float = 5.0, timing: bool = True
 ) -> Snapshot:
     return Snapshot(rows, reset, start, timing)
 
@@ -304,7 +306,7 @@ SLOW = {BULK: reads(2_000, 8 * KB, 25)}  # 20 reads/s at 25 ms: above the alert'
     ],
 )
 def test_storage_saturated_without_baseline(
-    rows: dict[Any, ReadCounters], waiting: int, on_cpu: int, fires: bool
+    rows: dict[LabelKey, ReadCounters], waiting: int, on_cpu: int, fires: bool
 ) -> None:
     waits = {CLIENT_IO: waiting, WORKER_IO: 300, CLIENT_CPU: on_cpu}
     ids = found(summary(rows, act=activity(waits=waits)))
@@ -460,7 +462,7 @@ def test_clients_reading_themselves_count_only_under_worker() -> None:
     ],
 )
 def test_suggested_io_workers(
-    workers: int, busy: int, waits: dict[Any, int], suggested: int
+    workers: int, busy: int, waits: dict[WaitKey, int], suggested: int
 ) -> None:
     act = activity(
         100, waits, io_workers=workers, io_worker_slots=100 * workers, io_worker_busy=busy
@@ -718,7 +720,7 @@ def with_samples(doc: dict[str, Any], samples: Any) -> dict[str, Any]:
         (lambda p: write(p, "b.json", "[" * 100_000), "corrupt: not valid JSON"),
     ],
 )
-def test_bad_baseline_files(tmp_path: Path, make: Any, message: str) -> None:
+def test_bad_baseline_files(tmp_path: Path, make: Callable[[Path], str], message: str) -> None:
     with pytest.raises(ConfigError, match=message) as caught:
         document.load_baseline(make(tmp_path))
     assert "\n" not in str(caught.value)

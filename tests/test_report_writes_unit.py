@@ -14,6 +14,7 @@ import pytest
 
 from pg_aio_exporter.collectors.checkpointer import CheckpointerCounts
 from pg_aio_exporter.collectors.intervals import (
+    LabelKey,
     WalCounters,
     WalSnapshot,
     WalWindow,
@@ -73,7 +74,7 @@ def wal(syncs: float = 1000, ms_each: float = 1.0, **more: float) -> WalCounters
 
 
 def window(
-    rows: dict[Any, WriteCounters] | None = None, w: WalCounters | None = None, **more: Any
+    rows: dict[LabelKey, WriteCounters] | None = None, w: WalCounters | None = None, **more: Any
 ) -> Writes:
     """100 s of writes; by default the checkpointer's 20 writes/s at 0.1 ms and 10 WAL syncs/s
     at 1 ms."""
