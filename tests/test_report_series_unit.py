@@ -36,7 +36,7 @@ def sampled_for(seconds: int, every: float) -> SeriesRecorder:
 
 
 @pytest.mark.parametrize("seconds", [10, 120, 86_400])
-def test_samples_are_bounded_and_exact(seconds: int):
+def test_samples_are_bounded_and_exact(seconds: int) -> None:
     rec = sampled_for(seconds, series.spacing(seconds))
     assert len(rec.samples) <= MAX_POINTS + 1
     out = series.samples_json(rec.samples)
@@ -52,7 +52,7 @@ def test_samples_are_bounded_and_exact(seconds: int):
     assert out["in_flight"] == [{"operation": "readv", "average": [4.0] * len(out["at_seconds"])}]
 
 
-def test_only_the_top_wait_events_are_named():
+def test_only_the_top_wait_events_are_named() -> None:
     rec = SeriesRecorder(0.0)
     events = [("client backend", "LWLock", f"Lock{i}") for i in range(series.TOP_WAITS + 3)]
     for k in range(3):
@@ -76,7 +76,7 @@ def poll(at: float, seconds: float, mib: float, wait_ms: float, written: float) 
     return PollTotal(at, seconds, True, reads, writes)
 
 
-def test_polls_give_throughput_wait_per_byte_and_read_size():
+def test_polls_give_throughput_wait_per_byte_and_read_size() -> None:
     # 1 MiB/s read at 2 ms per MiB in 16 reads per MiB; 0.5 MiB/s written; a reset at 40 s
     # costs its interval (the counted seconds do not move), not a point of nonsense.
     points = [poll(0, 0, 0, 0, 0)]
@@ -93,7 +93,7 @@ def test_polls_give_throughput_wait_per_byte_and_read_size():
     assert out["write_seconds_per_byte"] == rounded([1 / 1000 / MIB] * 5)
 
 
-def test_no_reads_no_figures():
+def test_no_reads_no_figures() -> None:
     points = [PollTotal(0, 0, True, ReadCounters(0, 0, 0, 0), NO_WRITES)]
     points.append(PollTotal(10, 10, True, ReadCounters(0, 0, 0, 5), NO_WRITES))
     out = series.polls_json(points, None)
@@ -102,7 +102,7 @@ def test_no_reads_no_figures():
     assert out["write_seconds_per_byte"] == [None]
 
 
-def test_short_intervals_at_the_ends_are_merged():
+def test_short_intervals_at_the_ends_are_merged() -> None:
     # The window's first poll 0.3 s after its start, its last 0.1 s after a regular one: two
     # intervals of a few reads each would chart noise; they are merged into their neighbours.
     ats = [0.0, 0.3, 10.3, 20.3, 30.3, 30.4]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,11 +16,12 @@ import jsonschema
 import pytest
 
 from pg_aio_exporter import thresholds
-from pg_aio_exporter.collectors.intervals import ReadCounters, ReadWindow, Snapshot
+from pg_aio_exporter.collectors.activity import WaitKey
+from pg_aio_exporter.collectors.intervals import LabelKey, ReadCounters, ReadWindow, Snapshot
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.report import document, text, units, writes
 from pg_aio_exporter.report.findings import CHECKS, Finding
-from pg_aio_exporter.report.outcome import exit_code, judge
+from pg_aio_exporter.report.outcome import Report, exit_code, judge
 from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
 from pg_aio_exporter.thresholds import StorageClass, Thresholds
 
@@ -89,7 +91,7 @@ def server(**changes: Any) -> ServerFacts:
     return ServerFacts(**facts)
 
 
-def activity(samples: int = 100, waits: dict[Any, int] | None = None, **more: Any) -> Activity:
+def activity(samples: int = 100, waits: dict[WaitKey, int] | None = None, **more: Any) -> Activity:
     """By default three io workers, idle in every sample."""
     facts: dict[str, Any] = {"io_workers": 3, "io_worker_slots": 3 * samples}
     facts.update(more)
@@ -101,7 +103,7 @@ def reads(count: float, size: float, ms_each: float, hits: float = 0) -> ReadCou
 
 
 def summary(
-    rows: dict[Any, ReadCounters] | None = None,
+    rows: dict[LabelKey, ReadCounters] | None = None,
     seconds: float = 100.0,
     *,
     act: Activity | None = None,
@@ -136,12 +138,12 @@ HEALTHY = {BULK: reads(200_000, 24 * KB, 0.1, hits=50_000)}
 
 
 def snap(
-    rows: dict[Any, ReadCounters], reset: float = 1.0, start: float = 5.0, timing: bool = True
-):
+    rows: dict[LabelKey, ReadCounters], reset: float = 1.0, start: float = 5.0, timing: bool = True
+) -> Snapshot:
     return Snapshot(rows, reset, start, timing)
 
 
-def test_window_sums_intervals_and_skips_resets_and_restarts():
+def test_window_sums_intervals_and_skips_resets_and_restarts() -> None:
     window = ReadWindow()
     window.observe(snap({BULK: ReadCounters(100, 800_000, 10, 5)}), at=0)
     window.observe(snap({BULK: ReadCounters(150, 1_200_000, 16, 9)}), at=10)
@@ -157,7 +159,7 @@ def test_window_sums_intervals_and_skips_resets_and_restarts():
     assert window.timed
 
 
-def test_window_drops_a_row_that_went_backwards_and_remembers_timing_off():
+def test_window_drops_a_row_that_went_backwards_and_remembers_timing_off() -> None:
     window = ReadWindow()
     window.observe(
         snap({BULK: ReadCounters(100, 800_000, 10, 5), NORMAL: ReadCounters(10, 1, 1, 1)}), 0
@@ -181,7 +183,7 @@ def test_window_drops_a_row_that_went_backwards_and_remembers_timing_off():
 # --- figures -----------------------------------------------------------------------------------
 
 
-def test_read_figures_over_the_window():
+def test_read_figures_over_the_window() -> None:
     s = summary(HEALTHY)
     total = s.total
     assert total.reads_per_second == 2000
@@ -195,7 +197,7 @@ def test_read_figures_over_the_window():
     assert total.wait_sessions == pytest.approx(200_000 * 0.1 * MS / 100)
 
 
-def test_activity_figures():
+def test_activity_figures() -> None:
     a = activity(
         200,
         {
@@ -227,7 +229,7 @@ def test_activity_figures():
 # --- findings ----------------------------------------------------------------------------------
 
 
-def test_healthy_window_has_no_warning_and_says_not_storage_bound():
+def test_healthy_window_has_no_warning_and_says_not_storage_bound() -> None:
     report = judge(summary(HEALTHY, act=activity(waits={CLIENT_IO: 20})), T)
     assert [f.id for f in report.findings] == []
     assert report.verdict.storage.startswith("Reads are not storage-bound")
@@ -238,7 +240,7 @@ def test_healthy_window_has_no_warning_and_says_not_storage_bound():
 @pytest.mark.parametrize(
     ("timed", "setting", "fires"), [(True, 1, False), (False, 1, True), (True, 0, True)]
 )
-def test_track_io_timing_off(timed: bool, setting: int, fires: bool):
+def test_track_io_timing_off(timed: bool, setting: int, fires: bool) -> None:
     facts = server(settings={**SETTINGS_18, "track_io_timing": setting})
     report = judge(summary(HEALTHY, facts=facts, timed=timed), T)
     ids = {f.id: f for f in report.findings}
@@ -252,7 +254,9 @@ def test_track_io_timing_off(timed: bool, setting: int, fires: bool):
 
 
 @pytest.mark.parametrize(("reads_per_second", "fires"), [(0, True), (9.9, True), (10, False)])
-def test_no_read_activity_below_the_alerts_traffic_guard(reads_per_second: float, fires: bool):
+def test_no_read_activity_below_the_alerts_traffic_guard(
+    reads_per_second: float, fires: bool
+) -> None:
     s = summary({BULK: reads(reads_per_second * 100, 8 * KB, 5)})
     ids = found(s)
     assert ("no_read_activity" in ids) is fires
@@ -263,7 +267,7 @@ def test_no_read_activity_below_the_alerts_traffic_guard(reads_per_second: float
         assert set(ids) == {"no_read_activity"}
 
 
-def test_reads_not_yet_counted_instead_of_no_read_activity():
+def test_reads_not_yet_counted_instead_of_no_read_activity() -> None:
     # One session waited on reads in every sample, but pg_stat_io counted none: a long scan.
     s = summary({}, act=activity(waits={CLIENT_IO: 100}))
     ids = found(s)
@@ -274,7 +278,7 @@ def test_reads_not_yet_counted_instead_of_no_read_activity():
     assert "reads_not_yet_counted" not in found(summary({}, act=activity(waits={CLIENT_IO: 49})))
 
 
-def test_counted_reads_are_not_flagged_whatever_their_read_time():
+def test_counted_reads_are_not_flagged_whatever_their_read_time() -> None:
     # 1000 reads/s at 1 ms: 1.0 session waiting in counted reads; 1.2 sampled.
     rows = {BULK: reads(100_000, 24 * KB, 1.0)}
     assert "reads_not_yet_counted" not in found(summary(rows, act=activity(waits={CLIENT_IO: 120})))
@@ -302,8 +306,8 @@ SLOW = {BULK: reads(2_000, 8 * KB, 25)}  # 20 reads/s at 25 ms: above the alert'
     ],
 )
 def test_storage_saturated_without_baseline(
-    rows: dict[Any, ReadCounters], waiting: int, on_cpu: int, fires: bool
-):
+    rows: dict[LabelKey, ReadCounters], waiting: int, on_cpu: int, fires: bool
+) -> None:
     waits = {CLIENT_IO: waiting, WORKER_IO: 300, CLIENT_CPU: on_cpu}
     ids = found(summary(rows, act=activity(waits=waits)))
     assert ("storage_saturated" in ids) is fires
@@ -320,7 +324,7 @@ def test_storage_saturated_without_baseline(
         )
 
 
-def test_storage_bound_by_share_of_active_time_not_by_head_count():
+def test_storage_bound_by_share_of_active_time_not_by_head_count() -> None:
     """Issue 30: two sessions, 99% of their active time on 4 ms reads of 20 kB, are
     storage-bound (1.98 sessions: the old head count of more than 2 missed it), slow for the
     default class (network-ssd) and usual for hdd; half the time on 0.01 ms page-cache reads is
@@ -347,7 +351,7 @@ def test_storage_bound_by_share_of_active_time_not_by_head_count():
         assert report.verdict.storage.startswith("Reads are not storage-bound")
 
 
-def test_storage_saturated_at_the_volume_limit():
+def test_storage_saturated_at_the_volume_limit() -> None:
     # 3,000 reads/s at 1 ms each on a volume of 3,000 IOPS: fast per read, but at the limit.
     capped = {BULK: reads(300_000, 8 * KB, 1)}
     waits = {CLIENT_IO: 300, CLIENT_CPU: 10}
@@ -360,7 +364,7 @@ def test_storage_saturated_at_the_volume_limit():
 
 
 @pytest.mark.parametrize(("before_ms", "fires"), [(10, True), (12.5, False)])
-def test_storage_saturated_against_a_baseline(before_ms: float, fires: bool):
+def test_storage_saturated_against_a_baseline(before_ms: float, fires: bool) -> None:
     # 25 ms per 8 kB read now; 2x the baseline's per byte is the alert's latency_factor. The
     # class allows 30 ms per read: only the baseline can make these reads slow.
     disk = replace(T, storage=StorageClass("disk", 0.030, 100 * KB * KB, 0.03))
@@ -373,7 +377,7 @@ def test_storage_saturated_against_a_baseline(before_ms: float, fires: bool):
         )
 
 
-def test_storage_busy_but_fast_is_not_saturated():
+def test_storage_busy_but_fast_is_not_saturated() -> None:
     # 30,000 reads/s at 0.1 ms: 3 sessions always waiting, as the samples saw.
     busy = {BULK: reads(3_000_000, 24 * KB, 0.1)}
     ids_report = judge(summary(busy, act=activity(waits={CLIENT_IO: 300})), T)
@@ -381,7 +385,7 @@ def test_storage_busy_but_fast_is_not_saturated():
     assert "not storage-bound" in ids_report.verdict.storage
 
 
-def test_wal_rows_are_no_read_figures():
+def test_wal_rows_are_no_read_figures() -> None:
     """PostgreSQL 18's pg_stat_io `wal` rows (a walsender reading WAL, timed by
     track_wal_io_timing) stay out of the server's reads, as out of the rules' per-target
     figures (object!="wal"): 2,000 relation reads at 1 ms beside 20,000 WAL reads at 10 ms are
@@ -402,7 +406,9 @@ def test_wal_rows_are_no_read_figures():
         (128 * KB, 5.9, False),
     ],
 )
-def test_read_latency_high_allows_for_the_read_size(size: float, ms_each: float, fires: bool):
+def test_read_latency_high_allows_for_the_read_size(
+    size: float, ms_each: float, fires: bool
+) -> None:
     ids = found(summary({BULK: reads(2_000, size, ms_each)}))
     assert ("read_latency_high" in ids) is fires
     if fires:
@@ -426,7 +432,7 @@ def test_read_latency_high_allows_for_the_read_size(size: float, ms_each: float,
         ),
     ],
 )
-def test_io_worker_pool_saturated_signals(more: dict[str, Any], signals: list[str]):
+def test_io_worker_pool_saturated_signals(more: dict[str, Any], signals: list[str]) -> None:
     ids = found(summary(HEALTHY, act=activity(**more)))
     if not signals:
         assert "io_worker_pool_saturated" not in ids
@@ -434,7 +440,7 @@ def test_io_worker_pool_saturated_signals(more: dict[str, Any], signals: list[st
     assert ids["io_worker_pool_saturated"].evidence["signals"] == signals
 
 
-def test_clients_reading_themselves_count_only_under_worker():
+def test_clients_reading_themselves_count_only_under_worker() -> None:
     act = activity(waits={CLIENT_SYNC: 50}, io_workers=0, io_worker_slots=0, io_worker_busy=0)
     assert "io_worker_pool_saturated" not in found(
         summary(HEALTHY, act=act, facts=server(io_method="sync"))
@@ -455,7 +461,9 @@ def test_clients_reading_themselves_count_only_under_worker():
         (30, 3000, {CLIENT_SYNC: 1000}, 32),
     ],
 )
-def test_suggested_io_workers(workers: int, busy: int, waits: dict[Any, int], suggested: int):
+def test_suggested_io_workers(
+    workers: int, busy: int, waits: dict[WaitKey, int], suggested: int
+) -> None:
     act = activity(
         100, waits, io_workers=workers, io_worker_slots=100 * workers, io_worker_busy=busy
     )
@@ -464,7 +472,7 @@ def test_suggested_io_workers(workers: int, busy: int, waits: dict[Any, int], su
     assert f"io_workers = {suggested}" in finding.advice
 
 
-def test_submitted_ios_measure_what_a_busy_pool_was_handed():
+def test_submitted_ios_measure_what_a_busy_pool_was_handed() -> None:
     # 1 worker busy in every sample, 8 I/Os submitted and not done on average (pg_aios):
     # 8 / 0.8 = 10 workers.
     act = activity(
@@ -480,7 +488,7 @@ def test_submitted_ios_measure_what_a_busy_pool_was_handed():
     assert "from 1 to 10" in finding.advice
 
 
-def test_storage_and_pool_saturated_together_say_part_is_queueing():
+def test_storage_and_pool_saturated_together_say_part_is_queueing() -> None:
     act = activity(100, {CLIENT_IO: 300}, io_workers=1, io_worker_slots=100, io_worker_busy=100)
     ids = found(summary({BULK: reads(3_000, 8 * KB, 100)}, act=act))
     assert "io_worker_pool_saturated" in ids
@@ -488,7 +496,7 @@ def test_storage_and_pool_saturated_together_say_part_is_queueing():
     assert ids["storage_saturated"].advice.startswith("Raise io_workers first")
 
 
-def test_io_uring_available():
+def test_io_uring_available() -> None:
     uring = ("sync", "worker", "io_uring")
     assert "io_uring_available" in found(summary(HEALTHY, facts=server(io_methods=uring)))
     running = server(io_methods=uring, io_method="io_uring")
@@ -496,7 +504,7 @@ def test_io_uring_available():
     assert "io_uring_available" not in found(summary(HEALTHY))
 
 
-def test_pending_restart_and_stats_reset():
+def test_pending_restart_and_stats_reset() -> None:
     ids = found(
         summary(HEALTHY, facts=server(pending_restart=("io_method",)), resets=(1_700_000_050.0,))
     )
@@ -509,7 +517,7 @@ PG17 = ServerFacts("17.10", 170010, {"track_io_timing": 1}, None)
 
 
 @pytest.mark.parametrize(("after_ms", "fires"), [(3.1, True), (3.0, False)])
-def test_read_latency_regression_per_byte(after_ms: float, fires: bool):
+def test_read_latency_regression_per_byte(after_ms: float, fires: bool) -> None:
     # The same 8 kB reads at 1 ms before: the alert's factor is 3, strictly above.
     baseline = summary({BULK: reads(2_000, 8 * KB, 1.0)}, facts=PG17)
     ids = found(summary({BULK: reads(2_000, 8 * KB, after_ms)}), baseline)
@@ -518,7 +526,7 @@ def test_read_latency_regression_per_byte(after_ms: float, fires: bool):
         assert ids["read_latency_regression"].evidence["ratio"] == pytest.approx(3.1)
 
 
-def test_larger_reads_explain_a_longer_wait_per_read():
+def test_larger_reads_explain_a_longer_wait_per_read() -> None:
     # 17: 8 kB at 0.5 ms. 18: 32 kB at 1.2 ms, 2.4x per read but 0.6x per byte.
     baseline = summary({BULK: reads(20_000, 8 * KB, 0.5)}, facts=PG17)
     report = judge(summary({BULK: reads(5_000, 32 * KB, 1.2)}), T, baseline)
@@ -539,7 +547,7 @@ def test_larger_reads_explain_a_longer_wait_per_read():
     assert whole.changes["bytes_per_second"].ratio == pytest.approx(1.0)
 
 
-def test_regression_from_the_io_worker_hop_says_so():
+def test_regression_from_the_io_worker_hop_says_so() -> None:
     # 17 read 8 kB from the page cache in 7 us; 18 with idle io workers waits 0.5 ms for 19 kB.
     baseline = summary({BULK: reads(100_000, 8 * KB, 0.007)}, facts=PG17)
     now = summary({BULK: reads(20_000, 19 * KB, 0.5)})
@@ -551,7 +559,7 @@ def test_regression_from_the_io_worker_hop_says_so():
     assert "hand-off" not in found(now, worker_baseline)["read_latency_regression"].advice
 
 
-def test_comparison_leaves_out_rows_below_the_traffic_guard():
+def test_comparison_leaves_out_rows_below_the_traffic_guard() -> None:
     vacuum = ("autovacuum worker", "relation", "vacuum")
     before = summary({BULK: reads(2_000, 8 * KB, 1.0), vacuum: reads(50, 8 * KB, 1.0)}, facts=PG17)
     after = summary({BULK: reads(2_000, 24 * KB, 1.0), vacuum: reads(40, 8 * KB, 9.0)})
@@ -561,7 +569,7 @@ def test_comparison_leaves_out_rows_below_the_traffic_guard():
     assert [row.key for row in report.comparison] == [None, BULK]
 
 
-def test_regression_needs_waits_in_both_windows():
+def test_regression_needs_waits_in_both_windows() -> None:
     baseline = summary({BULK: reads(2_000, 8 * KB, 1.0)}, facts=PG17, timed=False)
     ids = found(summary({BULK: reads(2_000, 8 * KB, 10)}), baseline)
     assert "read_latency_regression" not in ids
@@ -581,7 +589,7 @@ def test_regression_needs_waits_in_both_windows():
         (24 * KB, {"io_max_concurrency": 11}, False, ""),
     ],
 )
-def test_reads_not_combined(size: float, settings: dict[str, float], fires: bool, why: str):
+def test_reads_not_combined(size: float, settings: dict[str, float], fires: bool, why: str) -> None:
     facts = server(settings={**SETTINGS_18, **settings})
     ids = found(summary({BULK: reads(20_000, size, 0.1)}, facts=facts))
     assert ("reads_not_combined" in ids) is fires
@@ -590,14 +598,14 @@ def test_reads_not_combined(size: float, settings: dict[str, float], fires: bool
         assert ids["reads_not_combined"].evidence["rows"][0]["read_size_bytes"] == 8 * KB
 
 
-def test_reads_not_combined_only_on_18():
+def test_reads_not_combined_only_on_18() -> None:
     facts = ServerFacts("17.10", 170010, {"track_io_timing": 1}, None)
     assert "reads_not_combined" not in found(
         summary({BULK: reads(20_000, 8 * KB, 0.1)}, facts=facts)
     )
 
 
-def test_every_check_is_named_after_its_finding_and_the_schema_lists_them():
+def test_every_check_is_named_after_its_finding_and_the_schema_lists_them() -> None:
     schema = json.loads(document.SCHEMA_FILE.read_text())
     ids = schema["properties"]["findings"]["items"]["properties"]["id"]["enum"]
     # The write side's checks (report/writes.py) are in the same list of ids.
@@ -608,7 +616,7 @@ def test_every_check_is_named_after_its_finding_and_the_schema_lists_them():
 # --- outputs -----------------------------------------------------------------------------------
 
 
-def busy_report():
+def busy_report() -> Report:
     """Everything at once: a baseline, slow reads, a saturated pool, something not visible."""
     act = activity(
         60,
@@ -637,7 +645,7 @@ def busy_report():
     return judge(now, T, baseline)
 
 
-def test_json_is_valid_against_the_documented_schema_and_reloads_exactly(tmp_path: Path):
+def test_json_is_valid_against_the_documented_schema_and_reloads_exactly(tmp_path: Path) -> None:
     report = busy_report()
     doc = json.loads(document.dumps(report, T))
     jsonschema.validate(doc, json.loads(document.SCHEMA_FILE.read_text()))
@@ -651,7 +659,7 @@ def test_json_is_valid_against_the_documented_schema_and_reloads_exactly(tmp_pat
     assert document.load_baseline(str(path)) == report.summary
 
 
-def test_text_fits_100_columns_and_shows_every_part():
+def test_text_fits_100_columns_and_shows_every_part() -> None:
     out = text.render(busy_report(), T)
     assert max(len(line) for line in out.splitlines()) <= 100
     for part in ("VERDICT", "FINDINGS", "SERVER", "READS", "SAMPLED ACTIVITY", "COMPARISON"):
@@ -670,7 +678,8 @@ def write(tmp_path: Path, name: str, content: str | bytes) -> str:
 
 
 def saved(tmp_path: Path) -> dict[str, Any]:
-    return json.loads(document.dumps(busy_report(), T))
+    doc: dict[str, Any] = json.loads(document.dumps(busy_report(), T))
+    return doc
 
 
 def with_samples(doc: dict[str, Any], samples: Any) -> dict[str, Any]:
@@ -711,7 +720,7 @@ def with_samples(doc: dict[str, Any], samples: Any) -> dict[str, Any]:
         (lambda p: write(p, "b.json", "[" * 100_000), "corrupt: not valid JSON"),
     ],
 )
-def test_bad_baseline_files(tmp_path: Path, make: Any, message: str):
+def test_bad_baseline_files(tmp_path: Path, make: Callable[[Path], str], message: str) -> None:
     with pytest.raises(ConfigError, match=message) as caught:
         document.load_baseline(make(tmp_path))
     assert "\n" not in str(caught.value)
@@ -729,13 +738,13 @@ def test_bad_baseline_files(tmp_path: Path, make: Any, message: str):
         (["critical"], None, 0),
     ],
 )
-def test_exit_code(severities: list[str], fail_on: str | None, code: int):
+def test_exit_code(severities: list[str], fail_on: str | None, code: int) -> None:
     report = judge(summary(HEALTHY), T)
     fake = [Finding(f"f{i}", s, "x", {}, "y") for i, s in enumerate(severities)]
     assert exit_code(type(report)(report.summary, fake, report.verdict), fail_on) == code
 
 
-def test_unit_helpers_print_plainly():
+def test_unit_helpers_print_plainly() -> None:
     assert units.size(8192) == "8 kB"
     assert units.size(24 * KB) == "24 kB"
     assert units.per_mib(0.001 / (128 * KB)) == "8 ms/MiB"

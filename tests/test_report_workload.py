@@ -28,7 +28,11 @@ PROBE = "SELECT * FROM t WHERE id = $1"
 
 
 def stmt(
-    text_: str, calls: float, ms_per_call: float, read_ms_per_call: float = 0.0, blocks=0.0
+    text_: str,
+    calls: float,
+    ms_per_call: float,
+    read_ms_per_call: float = 0.0,
+    blocks: float = 0.0,
 ) -> StatementWindow:
     counters = StatementCounters(
         calls, calls * ms_per_call * MS, calls, blocks * calls, 0.0, calls * read_ms_per_call * MS
@@ -62,7 +66,7 @@ def within(verdict: str, head: str, ratio: float, tail: str) -> bool:
     return value == pytest.approx(ratio, abs=0.005) and low < value < high
 
 
-def test_time_ratio_is_at_the_baseline_mix():
+def test_time_ratio_is_at_the_baseline_mix() -> None:
     """Now: scans take 5 ms, probes 2 ms, in another mix (10 scans, 5000 probes). At the
     baseline's mix: (100 x 5 + 1000 x 2) / (100 x 10 + 1000 x 1) = 2500 / 2000."""
     now = work(stmt(SCAN, 10, 5), stmt(PROBE, 5000, 2))
@@ -75,7 +79,7 @@ def test_time_ratio_is_at_the_baseline_mix():
     assert within(report.verdict.workload, "Slower: ", 1.25, " the time")
 
 
-def test_statements_match_across_versions_by_normalised_text():
+def test_statements_match_across_versions_by_normalised_text() -> None:
     seventeen = "SELECT * FROM t WHERE id IN ($1, $2, $3)"
     eighteen = "SELECT * FROM t WHERE id IN ($1 /*, ... */)"
     report = judge(
@@ -87,7 +91,7 @@ def test_statements_match_across_versions_by_normalised_text():
     assert report.workload.time_ratio == pytest.approx(0.75)
 
 
-def test_slower_workload_with_more_read_wait_is_an_io_regression():
+def test_slower_workload_with_more_read_wait_is_an_io_regression() -> None:
     now = work(stmt(SCAN, 50, 30, 22, blocks=128), stmt(PROBE, 1000, 1))
     found = {f.id: f for f in judge(summary(workload=now), T, summary(workload=BASE)).findings}
     regression = found["workload_regression"]
@@ -102,7 +106,7 @@ def test_slower_workload_with_more_read_wait_is_an_io_regression():
     assert "I/O" in regression.summary
 
 
-def test_slower_workload_without_more_read_wait_points_at_cpu_or_plan():
+def test_slower_workload_without_more_read_wait_points_at_cpu_or_plan() -> None:
     now = work(stmt(SCAN, 100, 10, 2, blocks=128), stmt(PROBE, 1000, 3))
     found = {f.id: f for f in judge(summary(workload=now), T, summary(workload=BASE)).findings}
     regression = found["workload_regression"]
@@ -110,13 +114,13 @@ def test_slower_workload_without_more_read_wait_points_at_cpu_or_plan():
     assert "EXPLAIN (ANALYZE, BUFFERS)" in regression.advice
 
 
-def test_within_the_factor_is_no_regression():
+def test_within_the_factor_is_no_regression() -> None:
     now = work(stmt(SCAN, 100, 11), stmt(PROBE, 1000, 1.1))  # 1.1x
     found = {f.id for f in judge(summary(workload=now), T, summary(workload=BASE)).findings}
     assert "workload_regression" not in found
 
 
-def test_faster_workload_with_more_read_wait_per_byte_is_info_not_a_regression():
+def test_faster_workload_with_more_read_wait_per_byte_is_info_not_a_regression() -> None:
     """The issue's table: 17 -> 18 worker, reads wait 2.28x longer per MiB, the work got done
     1.41x faster (the README run: 5.10x per MiB). The read wait figure stays, as an explanation."""
     base = summary(
@@ -136,7 +140,7 @@ def test_faster_workload_with_more_read_wait_per_byte_is_info_not_a_regression()
     assert "a read wait regression" not in report.verdict.reads
 
 
-def test_db_time_per_transaction_without_pg_stat_statements():
+def test_db_time_per_transaction_without_pg_stat_statements() -> None:
     """2 client sessions busy over 60 s, 120 transactions: 1 s each; baseline 1.5 s."""
     now = work(statements=None, transactions=120.0, client_sessions=2.0)
     base = work(statements=None, transactions=80.0, client_sessions=2.0)
@@ -149,7 +153,7 @@ def test_db_time_per_transaction_without_pg_stat_statements():
     assert mixed.workload is not None and mixed.workload.basis == DB_TIME
 
 
-def test_schema_2_round_trip_keeps_texts_of_listed_statements_only(tmp_path: Path):
+def test_schema_2_round_trip_keeps_texts_of_listed_statements_only(tmp_path: Path) -> None:
     many = [stmt(f"SELECT {i} FROM t", 10, 100 - i) for i in range(8)]
     now = summary(workload=work(*many, transactions=80.0, client_sessions=1.5))
     report = judge(now, T, summary(workload=work(many[0])))
@@ -170,7 +174,7 @@ def test_schema_2_round_trip_keeps_texts_of_listed_statements_only(tmp_path: Pat
     assert again.workload.db_time_per_transaction == pytest.approx(1.5 * 60 / 80)
 
 
-def test_a_schema_1_report_is_still_a_baseline(tmp_path: Path):
+def test_a_schema_1_report_is_still_a_baseline(tmp_path: Path) -> None:
     old = json.loads(document.dumps(judge(summary(), T), T))
     old["schema"] = 1
     del old["workload"]
@@ -185,14 +189,14 @@ def test_a_schema_1_report_is_still_a_baseline(tmp_path: Path):
     assert "Workload:" in text.render(report, T)
 
 
-def test_text_leads_with_workload():
+def test_text_leads_with_workload() -> None:
     out = text.render(judge(summary(workload=BASE, facts=server()), T), T)
     verdict = out[out.upper().index("VERDICT") :]
     assert [ln.strip() for ln in verdict.splitlines()][2].startswith("Workload:")
     assert "Statements took 1.82 ms per call" in out
 
 
-def test_sub_millisecond_statements_are_judged_by_db_time():
+def test_sub_millisecond_statements_are_judged_by_db_time() -> None:
     """Index probes: 10,000 calls of 0.02 ms execute in 0.2 s of a window in which 0.6
     sessions worked for 60 s (36 s): execution is 0.6% of DB time, the rest is parse, plan,
     commit and round trips. DB time per transaction judges: 36 s / 10,000 against 0.6 x 60 /
@@ -233,7 +237,7 @@ def _database_work(transactions: float) -> DatabaseWork:
 )
 def test_db_time_needs_ten_workload_transactions_however_many_the_report_made(
     workload_transactions: float, counted: float | None
-):
+) -> None:
     """A 20 s window: 2 polls and 20 samples of the report (21 transactions of its own after
     the first poll's, counted exactly). The workload's count is kept from MIN_TRANSACTIONS on,
     also when the report's own outnumber it (light load, frequent samples)."""

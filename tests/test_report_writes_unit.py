@@ -14,6 +14,7 @@ import pytest
 
 from pg_aio_exporter.collectors.checkpointer import CheckpointerCounts
 from pg_aio_exporter.collectors.intervals import (
+    LabelKey,
     WalCounters,
     WalSnapshot,
     WalWindow,
@@ -73,7 +74,7 @@ def wal(syncs: float = 1000, ms_each: float = 1.0, **more: float) -> WalCounters
 
 
 def window(
-    rows: dict[Any, WriteCounters] | None = None, w: WalCounters | None = None, **more: Any
+    rows: dict[LabelKey, WriteCounters] | None = None, w: WalCounters | None = None, **more: Any
 ) -> Writes:
     """100 s of writes; by default the checkpointer's 20 writes/s at 0.1 ms and 10 WAL syncs/s
     at 1 ms."""
@@ -92,21 +93,21 @@ def judged(s: Summary, baseline: Summary | None = None) -> dict[str, Finding]:
     return {f.id: f for f in judge(s, T, baseline).findings}
 
 
-def test_the_spelled_out_thresholds_are_the_shipped_ones():
+def test_the_spelled_out_thresholds_are_the_shipped_ones() -> None:
     shipped = load().writes
     assert shipped is not None
     assert replace(shipped, write_wait_events=WT.write_wait_events) == WT
     assert set(WT.write_wait_events) <= set(shipped.write_wait_events)
 
 
-def test_healthy_writes_find_nothing_and_the_verdict_names_no_write():
+def test_healthy_writes_find_nothing_and_the_verdict_names_no_write() -> None:
     s = summary(act=activity(waits={WAL_SYNC: 10}), writes=window())
     assert not {"wal_sync_latency_high", "storage_saturated_by_writes"} & set(judged(s))
     verdict = judge(s, T).verdict.storage
     assert "write" not in verdict.lower(), verdict
 
 
-def test_wal_sync_latency_fires_above_5ms_and_needs_one_sync_a_second():
+def test_wal_sync_latency_fires_above_5ms_and_needs_one_sync_a_second() -> None:
     slow = summary(writes=window(w=wal(ms_each=6.0)))
     finding = judged(slow)["wal_sync_latency_high"]
     assert finding.evidence["seconds_per_sync"] == pytest.approx(6 * MS)
@@ -120,14 +121,14 @@ def test_wal_sync_latency_fires_above_5ms_and_needs_one_sync_a_second():
     assert "wal_sync_latency_high" not in judged(summary(writes=untimed))
 
 
-def test_wal_buffers_advice_only_when_wal_buffers_filled_up():
+def test_wal_buffers_advice_only_when_wal_buffers_filled_up() -> None:
     plain = judged(summary(writes=window(w=wal(ms_each=9.0))))["wal_sync_latency_high"]
     assert "wal_buffers" not in plain.advice
     full = judged(summary(writes=window(w=wal(ms_each=9.0, buffers_full=40))))
     assert "raise wal_buffers" in full["wal_sync_latency_high"].advice
 
 
-def test_storage_saturated_by_writes_names_writes_in_the_verdict():
+def test_storage_saturated_by_writes_names_writes_in_the_verdict() -> None:
     # One session syncing WAL, 2.5 queueing behind it, at 20 ms per sync.
     waits = {WAL_SYNC: 100, WAL_QUEUE: 250}
     s = summary(act=activity(waits=waits), writes=window(w=wal(ms_each=20.0)))
@@ -143,7 +144,7 @@ def test_storage_saturated_by_writes_names_writes_in_the_verdict():
     assert "Writes are slow" in judge(one, T).verdict.storage
 
 
-def test_write_waits_count_by_the_names_of_16_and_of_17():
+def test_write_waits_count_by_the_names_of_16_and_of_17() -> None:
     """PostgreSQL 14-16 name the WAL I/O waits IO/WALSync, IO/WALWrite; 17 renamed them
     IO/WalSync, IO/WalWrite. The shipped list (the rules' too) has both: 1.5 sessions syncing
     WAL at 20 ms a sync are saturation on 16 as on 18; a name it lacked would count 0."""
@@ -157,7 +158,7 @@ def test_write_waits_count_by_the_names_of_16_and_of_17():
         assert evidence["write_wait_sessions"] == pytest.approx(1.5), version
 
 
-def test_slow_reads_during_a_write_burst_are_put_down_to_the_writes():
+def test_slow_reads_during_a_write_burst_are_put_down_to_the_writes() -> None:
     # Reads at 8 ms each (above the 5.06 ms limit for 8 kB) while 3 sessions wait on writes.
     rows = {("client backend", "relation", "normal"): reads(2000, 8 * KB, 8.0)}
     waits = {WAL_SYNC: 100, WAL_QUEUE: 200, READ_WAIT: 50}
@@ -168,7 +169,7 @@ def test_slow_reads_during_a_write_burst_are_put_down_to_the_writes():
     assert "the writes are the cause" in verdict, verdict
 
 
-def test_write_latency_regression_against_the_baseline_per_byte():
+def test_write_latency_regression_against_the_baseline_per_byte() -> None:
     before = summary(writes=window())
     after = summary(writes=window({CHECKPOINTER: written(ms_each=0.31)}))
     finding = judged(after, before)["write_latency_regression"]
@@ -180,7 +181,7 @@ def test_write_latency_regression_against_the_baseline_per_byte():
     assert "write_latency_regression" not in judged(few, before)
 
 
-def test_writes_at_page_cache_speed_are_not_judged_whatever_their_ratio():
+def test_writes_at_page_cache_speed_are_not_judged_whatever_their_ratio() -> None:
     # 10 us per write, then 40 us (4x per byte: client backends writing on contended CPUs, as
     # measured): no regression, and no write_latency signal with writes waited on either.
     before = summary(writes=window({CHECKPOINTER: written(ms_each=0.01)}))
@@ -195,7 +196,7 @@ def test_writes_at_page_cache_speed_are_not_judged_whatever_their_ratio():
     assert {"write_latency_regression", "storage_saturated_by_writes"} <= set(found)
 
 
-def test_backends_writing_buffers_counts_shared_buffers_only():
+def test_backends_writing_buffers_counts_shared_buffers_only() -> None:
     # Clients 3000 of 5000 buffer writes (60%), 30/s; their bulk load's ring writes do not count.
     rows = {CHECKPOINTER: written(), CLIENT: written(count=3000), BULKWRITE: written(count=9e5)}
     finding = judged(summary(writes=window(rows)))["backends_writing_buffers"]
@@ -208,7 +209,7 @@ def test_backends_writing_buffers_counts_shared_buffers_only():
     assert "backends_writing_buffers" not in judged(summary(writes=window(few)))
 
 
-def test_wal_window_sums_intervals_and_skips_resets():
+def test_wal_window_sums_intervals_and_skips_resets() -> None:
     w = WalWindow()
     w.observe(WalSnapshot(wal(10, 1.0), 1.0, 5.0, True), at=0)
     w.observe(WalSnapshot(wal(30, 1.0), 1.0, 5.0, True), at=10)
@@ -218,7 +219,7 @@ def test_wal_window_sums_intervals_and_skips_resets():
     assert w.timed
 
 
-def test_json_block_validates_reloads_and_compares():
+def test_json_block_validates_reloads_and_compares() -> None:
     rows = {CHECKPOINTER: written(), CLIENT: written(count=500)}
     before = summary(writes=window(rows, w=wal(records=100, fpi=20, wal_bytes=1e6)))
     after = summary(writes=window(rows, w=wal(ms_each=4.0, records=100, fpi=20, wal_bytes=2e6)))
@@ -237,13 +238,13 @@ def test_json_block_validates_reloads_and_compares():
     assert max(map(len, rendered.splitlines())) <= text.WIDTH
 
 
-def test_a_report_without_writes_reloads_without_them():
+def test_a_report_without_writes_reloads_without_them() -> None:
     doc = json.loads(document.dumps(judge(summary(), T), T))
     assert doc["writes"] is None
     del doc["writes"]  # a report made before the write side
 
 
-def test_wal_timing_off_is_said_once_and_judges_nothing():
+def test_wal_timing_off_is_said_once_and_judges_nothing() -> None:
     untimed = replace(window(w=wal(ms_each=50.0)), wal_timed=False)
     found = judged(summary(writes=untimed))
     assert found["track_wal_io_timing_off"].severity == "info"
@@ -251,7 +252,7 @@ def test_wal_timing_off_is_said_once_and_judges_nothing():
     assert "track_wal_io_timing_off" not in judged(summary(writes=window()))
 
 
-def test_checkpoint_and_bgwriter_counts_in_the_advice():
+def test_checkpoint_and_bgwriter_counts_in_the_advice() -> None:
     requested = Checkpoints(
         timed=1, requested=3, buffers_written=1e4, buffers_clean=0, maxwritten_clean=7
     )
@@ -271,7 +272,7 @@ def test_checkpoint_and_bgwriter_counts_in_the_advice():
     assert document.from_json(doc).writes == busy
 
 
-def test_checkpoint_counts_across_a_restart_or_reset_are_none():
+def test_checkpoint_counts_across_a_restart_or_reset_are_none() -> None:
     first = CheckpointerCounts(
         timed=1, requested=1, buffers_written=10, buffers_clean=0, maxwritten_clean=0, start_time=5
     )

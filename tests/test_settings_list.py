@@ -37,7 +37,7 @@ def row(name: str, setting: str) -> dict[str, object]:
 
 
 @pytest.mark.usefixtures("one_more")
-def test_the_collector_reads_it():
+def test_the_collector_reads_it() -> None:
     collector = settings.SettingsCollector()
     assert "'io_future_depth'" in (collector.query(180000) or "")
     out = MetricSet({"target": "t"})
@@ -46,7 +46,7 @@ def test_the_collector_reads_it():
 
 
 @pytest.mark.usefixtures("one_more")
-def test_the_report_shows_it():
+def test_the_report_shows_it() -> None:
     facts = runner.server_facts(
         ServerVersion("18.6", 180006), settings.settings_facts([row("io_future_depth", "7")])
     )
@@ -56,7 +56,7 @@ def test_the_report_shows_it():
 
 
 @pytest.mark.usefixtures("one_more")
-def test_the_dashboards_annotate_its_changes():
+def test_the_dashboards_annotate_its_changes() -> None:
     spec = importlib.util.spec_from_file_location(
         "dashboards_fresh", ROOT / "dashboards" / "generate.py"
     )
@@ -72,7 +72,7 @@ def test_the_dashboards_annotate_its_changes():
 
 
 @pytest.mark.usefixtures("one_more")
-def test_the_rules_alert_on_its_changes():
+def test_the_rules_alert_on_its_changes() -> None:
     generate = load_generator()
     params = generate.load_params()
     alert = generate.setting_changed(params, params["alerts"]["PgAioSettingChanged"])

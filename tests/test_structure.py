@@ -64,7 +64,7 @@ def without_families(body: bytes, names: frozenset[str]) -> bytes:
 
 
 @pytest.mark.parametrize("major", recorded.MAJORS)
-def test_recorded_state_renders_the_reference_bytes(major: str):
+def test_recorded_state_renders_the_reference_bytes(major: str) -> None:
     """tests/fixtures/exposition/pgNN.prom was rendered from the same rows by the code before
     the restructure (commit e8cc035's collectors, sampler and exposition); what was added since
     is compared apart."""
@@ -95,7 +95,7 @@ class DummyCollector:
             out.gauge("pg_dummy_answer", "The answer.", row["answer"], dummy_label="x")
 
 
-def test_a_new_view_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch):
+def test_a_new_view_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(registry.POLL, DummyCollector.name, DummyCollector)
     for major in recorded.MAJORS:
         rows = recorded.load(major)["polls"]
@@ -164,7 +164,7 @@ def _module_graph() -> dict[str, set[str]]:
     return graph
 
 
-def test_no_import_cycle():
+def test_no_import_cycle() -> None:
     graph = _module_graph()
     assert "pg_aio_exporter.collectors.registry" in graph  # the walk found the package
     state: dict[str, str] = {}
@@ -193,7 +193,7 @@ def test_no_import_cycle():
 )
 def test_import_cycle_check_can_fail(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, registry: str, a: str
-):
+) -> None:
     fake = tmp_path / "pg_aio_exporter"
     (fake / "collectors").mkdir(parents=True)
     (fake / "__init__.py").write_text("")
@@ -246,7 +246,7 @@ def _all_imports(path: Path) -> set[str]:
     return {name for name in found if name.startswith("pg_aio_exporter")}
 
 
-def test_imports_go_to_earlier_stages_only():
+def test_imports_go_to_earlier_stages_only() -> None:
     backwards = []
     for path in sorted(PACKAGE.rglob("*.py")):
         module = _module_name(path)
@@ -256,7 +256,7 @@ def test_imports_go_to_earlier_stages_only():
     assert backwards == []
 
 
-def test_stage_check_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_stage_check_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = tmp_path / "pg_aio_exporter"
     (fake / "expose").mkdir(parents=True)
     (fake / "__init__.py").write_text("")
@@ -279,7 +279,7 @@ def test_stage_check_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 )
 def test_stage_check_sees_relative_imports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str, statement: str
-):
+) -> None:
     fake = tmp_path / "pg_aio_exporter"
     for package in ("", "expose", "poll"):
         (fake / package).mkdir(parents=True, exist_ok=True)
@@ -310,7 +310,7 @@ main(sys.argv[2:])
 """
 
 
-def test_the_daemon_does_not_import_the_report_or_the_demo():
+def test_the_daemon_does_not_import_the_report_or_the_demo() -> None:
     """The exporter, serving (its first poll failed: no server on the port), has loaded no
     report or demo module: they are imported where they run (docs/performance.md)."""
     port = free_port()
@@ -334,7 +334,7 @@ def test_the_daemon_does_not_import_the_report_or_the_demo():
 
 
 @pytest.mark.parametrize("major", recorded.MAJORS)
-def test_reserved_labels_cover_every_label_the_collectors_emit(major: str):
+def test_reserved_labels_cover_every_label_the_collectors_emit(major: str) -> None:
     body = recorded.replay(major).decode()
     emitted = {
         name

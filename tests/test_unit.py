@@ -34,7 +34,7 @@ def snap(
     return Snapshot({KEY: ReadCounters(reads, nbytes, ms, hits)}, reset, start, timing)
 
 
-def test_interval_values():
+def test_interval_values() -> None:
     got = interval_reads(snap(10, 81920, 5.0, 100), snap(30, 81920 + 20 * 131072, 45.0, 160))
     iv = got[KEY]
     assert iv.latency_seconds == pytest.approx(0.040 / 20)
@@ -52,15 +52,15 @@ def test_interval_values():
         snap(5, 40960, 1.0, 50),  # counters went backwards without a reset time
     ],
 )
-def test_interval_undefined(cur: Snapshot):
+def test_interval_undefined(cur: Snapshot) -> None:
     assert interval_reads(snap(10, 81920, 5.0, 100), cur) == {}
 
 
-def test_interval_without_previous_poll():
+def test_interval_without_previous_poll() -> None:
     assert interval_reads(None, snap(10, 81920, 5.0, 100)) == {}
 
 
-def test_latency_needs_timing_on_both_ends():
+def test_latency_needs_timing_on_both_ends() -> None:
     iv = interval_reads(snap(10, 81920, 5.0, 100, timing=False), snap(30, 245760, 45.0, 160))[KEY]
     assert iv.latency_seconds is None and iv.seconds_per_byte is None
     assert iv.size_bytes == 8192
@@ -70,7 +70,9 @@ def test_latency_needs_timing_on_both_ends():
     ("deadline", "interval", "now", "expected"),
     [(0.0, 1.0, 0.5, (1.0, 0)), (0.0, 1.0, 1.0, (2.0, 1)), (0.0, 1.0, 3.2, (4.0, 3))],
 )
-def test_next_tick(deadline: float, interval: float, now: float, expected: tuple[float, int]):
+def test_next_tick(
+    deadline: float, interval: float, now: float, expected: tuple[float, int]
+) -> None:
     assert next_tick(deadline, interval, now) == expected
 
 
@@ -86,7 +88,9 @@ def test_next_tick(deadline: float, interval: float, now: float, expected: tuple
         (0.0, 2, (9.0, 9.0), 0),  # a zero-length sleep after the steps: nothing overslept
     ],
 )
-def test_stalled_ticks(deadline: float, missed: int, stall: tuple[float, float], expected: int):
+def test_stalled_ticks(
+    deadline: float, missed: int, stall: tuple[float, float], expected: int
+) -> None:
     assert stalled_ticks(deadline, 0.25, missed, stall) == expected
 
 
@@ -102,19 +106,19 @@ def test_stalled_ticks(deadline: float, missed: int, stall: tuple[float, float],
         ("1", "MB", "integer", 1048576),
     ],
 )
-def test_setting_value(setting: str, unit: str | None, vartype: str, value: float):
+def test_setting_value(setting: str, unit: str | None, vartype: str, value: float) -> None:
     assert setting_value(setting, unit, vartype) == value
 
 
 @pytest.mark.parametrize(
     ("text", "seconds"), [("30s", 30), ("1m30s", 90), ("500ms", 0.5), ("2", 2), ("1h", 3600)]
 )
-def test_parse_duration(text: str, seconds: float):
+def test_parse_duration(text: str, seconds: float) -> None:
     assert parse_duration(text, what="x") == seconds
 
 
 @pytest.mark.parametrize("text", ["", "5 s", "1x", "0s", "-1", "s"])
-def test_parse_duration_rejects(text: str):
+def test_parse_duration_rejects(text: str) -> None:
     with pytest.raises(ConfigError):
         parse_duration(text, what="x")
 
@@ -127,11 +131,11 @@ def test_parse_duration_rejects(text: str):
         ("missing = after s3cr3t", "host=db password='s3cr3t"),
     ],
 )
-def test_scrub(message: str, dsn: str):
+def test_scrub(message: str, dsn: str) -> None:
     assert "s3cr3t" not in scrub(message, dsn=dsn)
 
 
-def test_scrub_bare_password_and_shapes():
+def test_scrub_bare_password_and_shapes() -> None:
     assert "pw1" not in scrub("the pw1 leaked", password="pw1")
     assert "zz" not in scrub("conninfo password=zz host=a")
 
@@ -141,12 +145,12 @@ def _record(**extra: object) -> logging.LogRecord:
     return record
 
 
-def test_logfmt_quotes_values():
+def test_logfmt_quotes_values() -> None:
     line = LogfmtFormatter().format(_record(target="a b", err='say "hi"'))
     assert 'level=error msg="poll failed" target="a b" err="say \\"hi\\""' in line
 
 
-def test_json_log():
+def test_json_log() -> None:
     doc = json.loads(JsonFormatter().format(_record(target="x")))
     assert doc["level"] == "error" and doc["target"] == "x" and doc["msg"] == "poll failed"
 
@@ -171,5 +175,5 @@ def test_json_log():
         (psycopg.errors.UndefinedTable("relation does not exist"), "query"),
     ],
 )
-def test_error_kind(exc: BaseException, kind: str):
+def test_error_kind(exc: BaseException, kind: str) -> None:
     assert error_kind(exc) == kind

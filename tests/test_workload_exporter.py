@@ -8,8 +8,10 @@ import logging
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 from harness import parse
+from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.config.targets import target_from_dsn
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.expose.exposition import Exposition
@@ -20,7 +22,7 @@ from pg_aio_exporter.poll.worker import TargetWorker
 
 def test_absent_pg_stat_statements_is_one_line_and_no_error(
     pg18: LocalServer, caplog: pytest.LogCaptureFixture
-):
+) -> None:
     selfmetrics = SelfMetrics()
 
     async def three_polls() -> tuple[list[bool], str]:
@@ -69,13 +71,16 @@ def test_absent_pg_stat_statements_is_one_line_and_no_error(
 
 def test_a_failed_statement_in_the_pipeline_is_no_warning(
     pg18: LocalServer, caplog: pytest.LogCaptureFixture
-):
+) -> None:
     """The failing statement first and many after it, so that its error arrives while the
     later ones are still being sent (the report's stderr showed psycopg's "error ignored
     terminating ... pipeline aborted" when it did): each statement's own result, no warning."""
 
-    async def run() -> list[object]:
-        conn = await psycopg.AsyncConnection.connect(pg18.dsn(), autocommit=True)
+    async def run() -> list[list[Row] | Exception]:
+        # The exporter's own row shape: run_pipelined takes a dict-row connection.
+        conn = await psycopg.AsyncConnection.connect(
+            pg18.dsn(), autocommit=True, row_factory=dict_row
+        )
         try:
             return await run_pipelined(conn, ["SELECT * FROM no_such_view"] + ["SELECT 1"] * 200)
         finally:
@@ -84,5 +89,5 @@ def test_a_failed_statement_in_the_pipeline_is_no_warning(
     with caplog.at_level(logging.INFO):
         results = asyncio.run(run())
     assert isinstance(results[0], psycopg.errors.UndefinedTable)
-    assert results[1:] == [[(1,)]] * 200
+    assert results[1:] == [[{"?column?": 1}]] * 200
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

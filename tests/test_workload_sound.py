@@ -114,7 +114,7 @@ def window(doc: dict[str, Any]) -> tuple[float, float]:
 
 def test_no_session_sampled_is_no_crash_and_says_so(
     server: LocalServer, baseline: Path, tmp_path: Path
-):
+) -> None:
     """Light load sampled once a second: transactions counted, no sample saw one working. DB
     time is 0 measured, not a ratio: no division by it, and the verdict says why."""
     bench = light_pgbench(server, tmp_path / "light.sql")
@@ -127,7 +127,7 @@ def test_no_session_sampled_is_no_crash_and_says_so(
     assert "pg_stat_statements" in doc["verdict"]["workload"]
 
 
-def test_light_load_sampled_often_is_counted(server: LocalServer, tmp_path: Path):
+def test_light_load_sampled_often_is_counted(server: LocalServer, tmp_path: Path) -> None:
     """Sampled every 100 ms: the report's own 100 transactions outnumber pgbench's; pgbench's
     are counted all the same, as many as pgbench made over the window (counts reach the view up
     to a second late at either end). Each sample counts pgbench's connection, idle or not."""
@@ -144,7 +144,9 @@ def test_light_load_sampled_often_is_counted(server: LocalServer, tmp_path: Path
     assert doc["workload"]["connected_sessions"] == pytest.approx(1.0, abs=0.05), doc["workload"]
 
 
-def test_statements_outlasting_the_window_are_answered_on_a_named_basis(server: LocalServer):
+def test_statements_outlasting_the_window_are_answered_on_a_named_basis(
+    server: LocalServer,
+) -> None:
     """Two sessions each in one statement that outlasts the window: nothing ends in it, so no
     counter moves; the verdict says the sessions were busy and why no work was counted."""
 
@@ -177,7 +179,9 @@ def test_statements_outlasting_the_window_are_answered_on_a_named_basis(server: 
     assert "outlast the window" in verdict and "--duration" in verdict
 
 
-def test_stats_reset_within_the_window_leaves_out_its_span(server: LocalServer, tmp_path: Path):
+def test_stats_reset_within_the_window_leaves_out_its_span(
+    server: LocalServer, tmp_path: Path
+) -> None:
     """pg_stat_reset() while the report watches: the counts of the span across it are left out
     (they do not subtract), the spans before and after are counted; pgbench's rate comes out.
     Many transactions first, so that a subtraction across the reset would go negative."""

@@ -178,7 +178,7 @@ def start(
     return server, shim
 
 
-def test_pgbench_stops_when_the_report_is_done(pg18: LocalServer, tmp_path: Path):
+def test_pgbench_stops_when_the_report_is_done(pg18: LocalServer, tmp_path: Path) -> None:
     """measure() on the suite's server: pgbench, started for PGBENCH_LIMIT seconds, is stopped
     as soon as the report's window ends, and its latency over that window is read."""
     started = time.monotonic()
@@ -279,7 +279,7 @@ def table(runs: dict[tuple[str, str], Run]) -> list[Row]:
     return rows
 
 
-def test_report_agrees_with_pgbench_on_faster_or_slower(runs: dict[tuple[str, str], Run]):
+def test_report_agrees_with_pgbench_on_faster_or_slower(runs: dict[tuple[str, str], Run]) -> None:
     rows = table(runs)
     off: list[tuple[str, str, str, float, float]] = []
     bases: dict[tuple[str, str], set[str]] = {(r[0], r[1]): set() for r in rows}
@@ -325,7 +325,7 @@ def test_report_agrees_with_pgbench_on_faster_or_slower(runs: dict[tuple[str, st
 
 def test_without_pg_stat_statements_the_report_says_so_and_works(
     runs: dict[tuple[str, str], Run],
-):
+) -> None:
     doc = json.loads(runs[("18 sync", "scan")].saved.read_text())
     assert doc["workload"]["statements"] is None
     # An extension left out is a choice, not a view the report failed to read: the workload
@@ -338,7 +338,9 @@ def test_without_pg_stat_statements_the_report_says_so_and_works(
 
 
 @pytest.mark.parametrize("workload", SCRIPTS)
-def test_slow_reads_are_a_workload_regression(runs: dict[tuple[str, str], Run], workload: str):
+def test_slow_reads_are_a_workload_regression(
+    runs: dict[tuple[str, str], Run], workload: str
+) -> None:
     slow, base = runs[("18 slow reads", workload)], runs[("17", workload)]
     assert slow.latency / base.latency > LIMITS.workload_regression_factor * 1.2, "no slowdown"
     report = judge(slow.summary, LIMITS, base.summary)
@@ -350,7 +352,7 @@ def test_slow_reads_are_a_workload_regression(runs: dict[tuple[str, str], Run], 
     assert report.verdict.workload.startswith("Slower")
 
 
-def test_a_faster_workload_is_never_a_regression(runs: dict[tuple[str, str], Run]):
+def test_a_faster_workload_is_never_a_regression(runs: dict[tuple[str, str], Run]) -> None:
     """Every ordered pair of runs of one workload (slowed reads aside) in which pgbench found one
     faster by more than 1.15x: no workload_regression, no warning on read wait."""
     checked = 0
@@ -368,7 +370,7 @@ def test_a_faster_workload_is_never_a_regression(runs: dict[tuple[str, str], Run
     assert checked, "pgbench found no run faster than another"
 
 
-def test_compare_names_the_fastest(runs: dict[tuple[str, str], Run]):
+def test_compare_names_the_fastest(runs: dict[tuple[str, str], Run]) -> None:
     """Every saved scan report side by side. pgbench's fastest is named, or one pgbench could not
     tell from it (within 1.15x: on a loaded machine two io_methods can tie); never the slowed
     one. Or none, when the margins overlap: then pgbench's ratio of its two fastest lies within
@@ -408,7 +410,7 @@ def test_compare_names_the_fastest(runs: dict[tuple[str, str], Run]):
     assert f"Fastest: {chr(ord('A') + chosen.index(named))} " in text
 
 
-def test_probes_match_across_versions(runs: dict[tuple[str, str], Run]):
+def test_probes_match_across_versions(runs: dict[tuple[str, str], Run]) -> None:
     """The probes' list of 8 keys is `ARRAY[$1, ..., $8]` on 17 and squashed on 18: one
     statement in both windows."""
     before, after = (runs[(name, "probe")].summary.workload for name in ("17", "18 worker"))
