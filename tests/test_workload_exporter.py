@@ -8,6 +8,7 @@ import logging
 
 import psycopg
 import pytest
+from psycopg.rows import tuple_row
 
 from harness import parse
 from pg_aio_exporter.config.targets import target_from_dsn
@@ -77,7 +78,8 @@ def test_a_failed_statement_in_the_pipeline_is_no_warning(
     async def run() -> list[object]:
         conn = await psycopg.AsyncConnection.connect(pg18.dsn(), autocommit=True)
         try:
-            return await run_pipelined(conn, ["SELECT * FROM no_such_view"] + ["SELECT 1"] * 200)
+            statements = ["SELECT * FROM no_such_view"] + ["SELECT 1"] * 200
+            return await run_pipelined(conn, [(sql, tuple_row) for sql in statements])
         finally:
             await conn.close()
 
