@@ -13,14 +13,13 @@ import pytest
 
 from harness import Samples, labels, parse, wait_for
 from pg_aio_exporter.collectors import registry
-from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.config.targets import target_from_dsn
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 from pg_aio_exporter.poll.worker import TargetWorker
-from test_structure import DummyCollector
+from test_structure import AnswerRow, DummyCollector
 
 
 @dataclass(frozen=True)
@@ -33,8 +32,8 @@ class Answer:
 class ToyView(DummyCollector):
     """A view the report reads too: the collector, plus its rows as one snapshot."""
 
-    def snapshot(self, rows: list[Row]) -> Answer:
-        return Answer(rows[0]["answer"])
+    def snapshot(self, rows: list[AnswerRow]) -> Answer:
+        return Answer(rows[0].answer)
 
 
 class Listener:
@@ -53,7 +52,7 @@ class Listener:
         pass
 
 
-def test_worker_polls_a_registered_view(pg18: LocalServer, monkeypatch: pytest.MonkeyPatch):
+def test_worker_polls_a_registered_view(pg18: LocalServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """One module and one registry line: the exporter serves the view's series, and a tap (the
     report's) receives its snapshot type, beside every other view's typed snapshot."""
     monkeypatch.setitem(registry.POLL, ToyView.name, ToyView)
@@ -117,7 +116,7 @@ STATEMENT_KINDS = ("timeout", "privilege", "query")
 
 
 @pytest.mark.unit
-def test_poll_errors_start_at_zero_for_every_collector(monkeypatch: pytest.MonkeyPatch):
+def test_poll_errors_start_at_zero_for_every_collector(monkeypatch: pytest.MonkeyPatch) -> None:
     """Before the first error, so that increase() and the panels see it when it comes."""
     monkeypatch.setitem(registry.POLL, DummyCollector.name, DummyCollector)
     errors = error_series(sample_interval=1)
@@ -131,7 +130,7 @@ def test_poll_errors_start_at_zero_for_every_collector(monkeypatch: pytest.Monke
 
 
 @pytest.mark.unit
-def test_no_error_series_for_what_is_switched_off():
+def test_no_error_series_for_what_is_switched_off() -> None:
     errors = error_series(sample_interval=0, collectors={"pg_stat_io", "settings"})
     assert {collector for collector, _ in errors} == {
         "connection",
@@ -145,7 +144,7 @@ def test_no_error_series_for_what_is_switched_off():
 class BrokenCollector(DummyCollector):
     """A collector with a bug whose message quotes a secret."""
 
-    def collect(self, rows: list[Row], out: MetricSet) -> None:
+    def collect(self, rows: list[AnswerRow], out: MetricSet) -> None:
         raise RuntimeError(f"boom near password={SECRET}")
 
 
@@ -154,7 +153,7 @@ SECRET = "Bug-Leak-9876"
 
 def test_a_bug_is_logged_with_its_traceback_and_no_secret(
     pg18: LocalServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-):
+) -> None:
     monkeypatch.setitem(registry.POLL, BrokenCollector.name, BrokenCollector)
 
     async def guarded_poll() -> bool:
@@ -189,7 +188,7 @@ class FailsOnItsSecondPoll(DummyCollector):
     def __init__(self) -> None:
         self.polls = 0
 
-    def collect(self, rows: list[Row], out: MetricSet) -> None:
+    def collect(self, rows: list[AnswerRow], out: MetricSet) -> None:
         self.polls += 1
         out.gauge("pg_dummy_polls", "Polls seen.", self.polls)
         if self.polls > 1:
@@ -199,7 +198,7 @@ class FailsOnItsSecondPoll(DummyCollector):
 
 def test_a_collector_that_raises_costs_only_its_own_series(
     pg18: LocalServer, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     """Its series go (never the last poll's values), the other families are this poll's,
     pg_up is 1, and the error is counted under its name."""
     monkeypatch.setitem(registry.POLL, FailsOnItsSecondPoll.name, FailsOnItsSecondPoll)
