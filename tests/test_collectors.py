@@ -90,16 +90,21 @@ def test_every_counter_reads_a_field_of_its_row_type() -> None:
         "pg_stat_wal",
     }
     for name, counters, row_type in specs:
-        fields = {f.name for f in dataclasses.fields(row_type)}
-        missing = [c.column for c in counters if c.column not in fields]
+        missing = unread(counters, row_type)
         assert not missing, f"{name}: no field {missing} in {row_type.__name__}"
 
 
+def unread(counters: tuple[collector_base.Counter, ...], row_type: type[Any]) -> list[str]:
+    """The columns of `counters` that are no field of `row_type`."""
+    fields = {f.name for f in dataclasses.fields(row_type)}
+    return [c.column for c in counters if c.column not in fields]
+
+
 def test_a_counter_of_a_wrong_column_fails_the_check() -> None:
-    """The check above can fail: a counter spec naming no field of the row type."""
+    """The check above can fail: a spec naming no field of the row type is found, and would
+    raise at run time."""
     wrong = collector_base.Counter("reeds", "pg_stat_io_reeds", "A typo.")
-    fields = {f.name for f in dataclasses.fields(pg_stat_io.IoRow)}
-    assert wrong.column not in fields
+    assert unread((*pg_stat_io.COUNTERS, wrong), pg_stat_io.IoRow) == ["reeds"]
     _, rows = polls("18", "pg_stat_io")
     with pytest.raises(AttributeError):
         wrong.publish_from(recorded.typed(pg_stat_io.IoRow, rows)[0], MetricSet(T))
