@@ -19,6 +19,7 @@ from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 from pg_aio_exporter.poll.worker import TargetWorker
+from pg_aio_exporter.versions import PG10
 from test_structure import AnswerRow, DummyCollector
 
 
@@ -255,3 +256,85 @@ def _setting(server: LocalServer, name: str) -> str:
         row = conn.execute("SELECT setting FROM pg_settings WHERE name = %s", [name]).fetchone()
     assert row is not None
     return str(row[0])
+
+
+@dataclass(frozen=True)
+class Misfit:
+    """A row type that does not fit its view's SQL (whose one column is `answer`)."""
+
+    question: int
+
+
+class MisfitView:
+    """A poll collector whose row type does not fit its SQL: a bug of this collector."""
+
+    name = "misfit"
+    since = PG10
+    labels = ()
+    row_type = Misfit
+
+    def query(self, version_num: int) -> str | None:
+        return "SELECT 41 + 1 AS answer"
+
+    def collect(self, rows: list[Misfit], out: MetricSet) -> None:
+        out.gauge("pg_misfit", "Never served.", rows[0].question)
+
+
+class MisfitSampled(MisfitView):
+    """The same bug in a sample collector."""
+
+    name = "misfit_sampled"
+
+    def observe(self, rows: list[Misfit], version_num: int) -> str | None:
+        return None
+
+    def roll_window(self) -> None:
+        pass
+
+    def collect_counters(self, out: MetricSet) -> None:
+        out.counter("pg_misfit_sampled", "Never served.", 1.0)
+
+    def collect_gauges(self, out: MetricSet) -> None:
+        pass
+
+    def totals(self) -> dict[str, Any]:
+        return {}
+
+
+def test_rows_that_do_not_fit_the_row_type_cost_only_that_collector(
+    pg18: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg's class_row raises when a row type does not fit its statement's columns: that is
+    the collector's internal error, and the round trip, pg_up and the other collectors' series
+    stand, in a poll and in a sample alike."""
+    monkeypatch.setitem(registry.POLL, MisfitView.name, MisfitView)
+    monkeypatch.setitem(registry.SAMPLE, MisfitSampled.name, MisfitSampled)
+    selfmetrics = SelfMetrics()
+
+    async def poll_and_sample() -> Samples:
+        exposition = Exposition(selfmetrics)
+        target = target_from_dsn(pg18.dsn(), name="default")
+        worker = TargetWorker(
+            target, exposition, selfmetrics, poll_interval=30, sample_interval=1, timeout=5
+        )
+        try:
+            assert await worker.poll()
+            assert await worker.sample()
+        finally:
+            await worker._disconnect()
+        exposition.render()
+        chunks: list[bytes] = []
+        exposition.body.write(chunks.append)
+        return parse(b"".join(chunks).decode())
+
+    got = asyncio.run(poll_and_sample())
+    default = labels(target="default")
+    assert got["pg_up"] == {default: 1}
+    assert got["pg_aio_sampler_samples_total"] == {default: 1}
+    assert "pg_misfit" not in got and "pg_misfit_sampled_total" not in got
+    assert "pg_stat_io_reads_total" in got and "pg_aio_io_worker_samples_total" in got
+    errors = got["pg_aio_exporter_poll_errors_total"]
+    for collector in ("misfit", "misfit_sampled"):
+        assert errors[labels(target="default", collector=collector, kind="internal")] == 1
+    for step in ("poll", "sample"):
+        assert errors[labels(target="default", collector=step, kind="internal")] == 0

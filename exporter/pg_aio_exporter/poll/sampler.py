@@ -34,17 +34,22 @@ class Sampler:
         self._unobserved: set[str] = set()  # observe raised on the last sample
 
     def observe(
-        self, answered: list[tuple[SampleCollector[Any], list[Any]]], version_num: int
+        self,
+        answered: list[tuple[SampleCollector[Any], list[Any] | Exception]],
+        version_num: int,
     ) -> tuple[list[tuple[SampleCollector[Any], str | None]], list[Failure]]:
         """Count one sample and fold it into each collector that answered, with its rows (of its
-        row_type): (collector, what was hidden from this role) for those that took it, and the
-        failures of the others."""
+        row_type, or why they could not be read into it: a failure of its observe): (collector,
+        what was hidden from this role) for those that took it, and the failures of the
+        others."""
         self.samples += 1
         observed: list[tuple[SampleCollector[Any], str | None]] = []
         failures: list[Failure] = []
         self._unobserved.clear()
         for collector, rows in answered:
             try:
+                if isinstance(rows, Exception):
+                    raise rows  # its rows did not fit its row type
                 observed.append((collector, collector.observe(rows, version_num)))
             except Exception as exc:
                 self._unobserved.add(collector.name)

@@ -56,7 +56,8 @@ async def run_pipelined(
     conn: Connection, statements: Sequence[Statement]
 ) -> list[list[Any] | Exception]:
     """All statements in one round trip, each answer's rows read by its own row factory; if one
-    fails, rerun them singly to know which."""
+    fails, rerun them singly to know which. A statement's result is its rows, or its failure:
+    a psycopg.Error from the server, or any other exception its row factory raised."""
     try:
         async with conn.pipeline():
             cursors = []
@@ -69,19 +70,30 @@ async def run_pipelined(
                     # while one propagates. The end raises the pipeline's error itself.
                     break
         if len(cursors) == len(statements):
-            return [await cur.fetchall() for cur in cursors]
+            return [await _rows(cur) for cur in cursors]
     except psycopg.Error:
         if conn.closed or conn.broken:
             raise
     results: list[list[Any] | Exception] = []
     for query, rows in statements:
         try:
-            results.append(await (await conn.cursor(row_factory=rows).execute(query)).fetchall())
+            results.append(await _rows(await conn.cursor(row_factory=rows).execute(query)))
         except psycopg.Error as exc:
             if conn.closed or conn.broken:
                 raise
             results.append(exc)
     return results
+
+
+async def _rows(cursor: psycopg.AsyncCursor[Any]) -> list[Any] | Exception:
+    """The cursor's rows, or why its row factory could not read them (a row type that does not
+    fit its statement's columns: a bug of the one collector, not of the round trip)."""
+    try:
+        return await cursor.fetchall()
+    except psycopg.Error:
+        raise
+    except Exception as exc:
+        return exc
 
 
 async def prepare(conn: Connection, queries: Sequence[str]) -> dict[str, str]:

@@ -23,7 +23,13 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import class_row, tuple_row
 
 from pg_aio_exporter.collectors import registry
-from pg_aio_exporter.collectors.base import Collector, MayBeAbsent, PollCollector, Snapshots
+from pg_aio_exporter.collectors.base import (
+    Collector,
+    MayBeAbsent,
+    PollCollector,
+    SampleCollector,
+    Snapshots,
+)
 from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.metricset import MetricSet
@@ -380,7 +386,7 @@ class TargetWorker:
         self._succeeded("connection")
         all_ok = True
         for (collector, _), result in zip(runnable, results, strict=True):
-            if isinstance(result, Exception):
+            if isinstance(result, psycopg.Error):
                 if not self._note_absent(collector, result):
                     all_ok = False
                     self._record_failure(collector.name, result)
@@ -390,6 +396,8 @@ class TargetWorker:
             collected = time.perf_counter()
             own_set = MetricSet(self._base_labels)
             try:
+                if isinstance(result, Exception):
+                    raise result  # its rows did not fit its row type
                 collector.collect(result, own_set)
                 snapshot = (
                     collector.snapshot(result)
@@ -456,10 +464,10 @@ class TargetWorker:
             return False
         self._self.sample_duration.labels(self.target.name).observe(time.perf_counter() - started)
         self._succeeded("connection")
-        answered = []
+        answered: list[tuple[SampleCollector[Any], list[Any] | Exception]] = []
         void = False
         for (collector, _), result in zip(runnable, results, strict=True):
-            if isinstance(result, Exception):
+            if isinstance(result, psycopg.Error):
                 self._record_failure(collector.name, result, what="sample")
                 void = void or error_kind(result) != "privilege"
             else:
