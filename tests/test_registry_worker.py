@@ -53,16 +53,14 @@ class Listener:
         pass
 
 
-def test_worker_polls_a_registered_view(pg18: LocalServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    """One module and one registry line: the exporter serves the view's series, and a tap (the
-    report's) receives its snapshot type, beside every other view's typed snapshot."""
-    monkeypatch.setitem(registry.POLL, ToyView.name, ToyView)
-    tap = Listener()
+def poll_and_sample(server: LocalServer, tap: Listener | None = None) -> Samples:
+    """/metrics after one poll and one sample of a new worker of the registry's collectors;
+    both must reach the server."""
 
-    async def one_poll() -> bytes:
+    async def run() -> bytes:
         selfmetrics = SelfMetrics()
         exposition = Exposition(selfmetrics)
-        target = target_from_dsn(pg18.dsn(), name="default")
+        target = target_from_dsn(server.dsn(), name="default")
         worker = TargetWorker(
             target,
             exposition,
@@ -82,7 +80,15 @@ def test_worker_polls_a_registered_view(pg18: LocalServer, monkeypatch: pytest.M
         exposition.body.write(chunks.append)
         return b"".join(chunks)
 
-    got = parse(asyncio.run(one_poll()).decode())
+    return parse(asyncio.run(run()).decode())
+
+
+def test_worker_polls_a_registered_view(pg18: LocalServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One module and one registry line: the exporter serves the view's series, and a tap (the
+    report's) receives its snapshot type, beside every other view's typed snapshot."""
+    monkeypatch.setitem(registry.POLL, ToyView.name, ToyView)
+    tap = Listener()
+    got = poll_and_sample(pg18, tap)
     assert got["pg_dummy_answer"] == {labels(target="default", dummy_label="x"): 42}
     assert got["pg_up"] == {labels(target="default"): 1}
     assert got["pg_aio_sampler_samples_total"] == {labels(target="default"): 1}
@@ -309,25 +315,7 @@ def test_rows_that_do_not_fit_the_row_type_cost_only_that_collector(
     stand, in a poll and in a sample alike."""
     monkeypatch.setitem(registry.POLL, MisfitView.name, MisfitView)
     monkeypatch.setitem(registry.SAMPLE, MisfitSampled.name, MisfitSampled)
-    selfmetrics = SelfMetrics()
-
-    async def poll_and_sample() -> Samples:
-        exposition = Exposition(selfmetrics)
-        target = target_from_dsn(pg18.dsn(), name="default")
-        worker = TargetWorker(
-            target, exposition, selfmetrics, poll_interval=30, sample_interval=1, timeout=5
-        )
-        try:
-            assert await worker.poll()
-            assert await worker.sample()
-        finally:
-            await worker._disconnect()
-        exposition.render()
-        chunks: list[bytes] = []
-        exposition.body.write(chunks.append)
-        return parse(b"".join(chunks).decode())
-
-    got = asyncio.run(poll_and_sample())
+    got = poll_and_sample(pg18)
     default = labels(target="default")
     assert got["pg_up"] == {default: 1}
     assert got["pg_aio_sampler_samples_total"] == {default: 1}
