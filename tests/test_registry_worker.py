@@ -53,14 +53,67 @@ class Listener:
         pass
 
 
-def poll_and_sample(server: LocalServer, tap: Listener | None = None) -> Samples:
-    """/metrics after one poll and one sample of a new worker of the registry's collectors;
-    both must reach the server."""
+@dataclass(frozen=True)
+class Misfit:
+    """A row type that does not fit its view's SQL (whose one column is `answer`)."""
 
-    async def run() -> bytes:
+    question: int
+
+
+class MisfitView:
+    """A poll collector whose row type does not fit its SQL: a bug of this collector."""
+
+    name = "misfit"
+    since = PG10
+    labels = ()
+    row_type = Misfit
+
+    def query(self, version_num: int) -> str | None:
+        return "SELECT 41 + 1 AS answer"
+
+    def collect(self, rows: list[Misfit], out: MetricSet) -> None:
+        out.gauge("pg_misfit", "Never served.", rows[0].question)
+
+
+class MisfitSampled(MisfitView):
+    """The same bug in a sample collector."""
+
+    name = "misfit_sampled"
+
+    def observe(self, rows: list[Misfit], version_num: int) -> str | None:
+        return None
+
+    def roll_window(self) -> None:
+        pass
+
+    def collect_counters(self, out: MetricSet) -> None:
+        out.counter("pg_misfit_sampled", "Never served.", 1.0)
+
+    def collect_gauges(self, out: MetricSet) -> None:
+        pass
+
+    def totals(self) -> dict[str, Any]:
+        return {}
+
+
+MISFITS = (MisfitView.name, MisfitSampled.name)
+
+
+def test_worker_polls_a_registered_view(pg18: LocalServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One module and one registry line: the exporter serves the view's series, and a tap (the
+    report's) receives its snapshot type, beside every other view's typed snapshot. Beside them,
+    views whose row type does not fit their SQL (psycopg's class_row raises reading the rows):
+    each is its own collector's internal error, and the round trip, pg_up and every other
+    series stand, in a poll and in a sample alike."""
+    monkeypatch.setitem(registry.POLL, ToyView.name, ToyView)
+    monkeypatch.setitem(registry.POLL, MisfitView.name, MisfitView)
+    monkeypatch.setitem(registry.SAMPLE, MisfitSampled.name, MisfitSampled)
+    tap = Listener()
+
+    async def one_poll() -> bytes:
         selfmetrics = SelfMetrics()
         exposition = Exposition(selfmetrics)
-        target = target_from_dsn(server.dsn(), name="default")
+        target = target_from_dsn(pg18.dsn(), name="default")
         worker = TargetWorker(
             target,
             exposition,
@@ -80,24 +133,19 @@ def poll_and_sample(server: LocalServer, tap: Listener | None = None) -> Samples
         exposition.body.write(chunks.append)
         return b"".join(chunks)
 
-    return parse(asyncio.run(run()).decode())
-
-
-def test_worker_polls_a_registered_view(pg18: LocalServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    """One module and one registry line: the exporter serves the view's series, and a tap (the
-    report's) receives its snapshot type, beside every other view's typed snapshot."""
-    monkeypatch.setitem(registry.POLL, ToyView.name, ToyView)
-    tap = Listener()
-    got = poll_and_sample(pg18, tap)
+    got = parse(asyncio.run(one_poll()).decode())
     assert got["pg_dummy_answer"] == {labels(target="default", dummy_label="x"): 42}
     assert got["pg_up"] == {labels(target="default"): 1}
     assert got["pg_aio_sampler_samples_total"] == {labels(target="default"): 1}
-    poll_errors = got.get("pg_aio_exporter_poll_errors_total", {})
-    assert not any(v for v in poll_errors.values())
+    assert "pg_misfit" not in got and "pg_misfit_sampled_total" not in got
+    assert "pg_aio_io_worker_samples_total" in got, "the other sample collectors' series"
+    poll_errors = got["pg_aio_exporter_poll_errors_total"]
+    misfits = [labels(target="default", collector=c, kind="internal") for c in MISFITS]
+    assert {k: v for k, v in poll_errors.items() if v} == dict.fromkeys(misfits, 1)
     assert tap.snapshots.pop("dummy") == Answer(42)
     # Every view the report reads hands it a domain object, never rows (pg_stat_statements is
     # not preloaded on this server: absent, so not polled).
-    assert set(tap.snapshots) == set(registry.POLL) - {"dummy", "pg_stat_statements"}
+    assert set(tap.snapshots) == set(registry.POLL) - {"dummy", "misfit", "pg_stat_statements"}
     made = {type(s).__name__ for s in tap.snapshots.values() if s is not None}
     assert made >= {"Snapshot", "WalSnapshot", "CheckpointerCounts", "ServerVersion"}
     assert made >= {"SettingsFacts", "DatabaseWork"}
@@ -262,67 +310,3 @@ def _setting(server: LocalServer, name: str) -> str:
         row = conn.execute("SELECT setting FROM pg_settings WHERE name = %s", [name]).fetchone()
     assert row is not None
     return str(row[0])
-
-
-@dataclass(frozen=True)
-class Misfit:
-    """A row type that does not fit its view's SQL (whose one column is `answer`)."""
-
-    question: int
-
-
-class MisfitView:
-    """A poll collector whose row type does not fit its SQL: a bug of this collector."""
-
-    name = "misfit"
-    since = PG10
-    labels = ()
-    row_type = Misfit
-
-    def query(self, version_num: int) -> str | None:
-        return "SELECT 41 + 1 AS answer"
-
-    def collect(self, rows: list[Misfit], out: MetricSet) -> None:
-        out.gauge("pg_misfit", "Never served.", rows[0].question)
-
-
-class MisfitSampled(MisfitView):
-    """The same bug in a sample collector."""
-
-    name = "misfit_sampled"
-
-    def observe(self, rows: list[Misfit], version_num: int) -> str | None:
-        return None
-
-    def roll_window(self) -> None:
-        pass
-
-    def collect_counters(self, out: MetricSet) -> None:
-        out.counter("pg_misfit_sampled", "Never served.", 1.0)
-
-    def collect_gauges(self, out: MetricSet) -> None:
-        pass
-
-    def totals(self) -> dict[str, Any]:
-        return {}
-
-
-def test_rows_that_do_not_fit_the_row_type_cost_only_that_collector(
-    pg18: LocalServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """psycopg's class_row raises when a row type does not fit its statement's columns: that is
-    the collector's internal error, and the round trip, pg_up and the other collectors' series
-    stand, in a poll and in a sample alike."""
-    monkeypatch.setitem(registry.POLL, MisfitView.name, MisfitView)
-    monkeypatch.setitem(registry.SAMPLE, MisfitSampled.name, MisfitSampled)
-    got = poll_and_sample(pg18)
-    default = labels(target="default")
-    assert got["pg_up"] == {default: 1}
-    assert got["pg_aio_sampler_samples_total"] == {default: 1}
-    assert "pg_misfit" not in got and "pg_misfit_sampled_total" not in got
-    assert "pg_stat_io_reads_total" in got and "pg_aio_io_worker_samples_total" in got
-    errors = got["pg_aio_exporter_poll_errors_total"]
-    for collector in ("misfit", "misfit_sampled"):
-        assert errors[labels(target="default", collector=collector, kind="internal")] == 1
-    for step in ("poll", "sample"):
-        assert errors[labels(target="default", collector=step, kind="internal")] == 0
