@@ -16,7 +16,7 @@ import pytest
 import recorded
 from harness import Samples, labels, parse
 from pg_aio_exporter import collectors
-from pg_aio_exporter.collectors import activity, pg_aios, pg_stat_io, registry
+from pg_aio_exporter.collectors import activity, pg_aios, pg_stat_io, pg_stat_statements, registry
 from pg_aio_exporter.collectors import base as collector_base
 from pg_aio_exporter.collectors.base import PollCollector, SampleCollector
 from pg_aio_exporter.expose.metricset import MetricSet
@@ -58,6 +58,11 @@ def polls(major: str, name: str) -> tuple[Rows, Rows]:
     return first[name], second[name]
 
 
+# Collectors whose counters are not read from their rows: pg_stat_statements serves its own
+# totals, summed from its rows' StatementCounters.
+READ_FROM: dict[str, type[Any]] = {"pg_stat_statements": pg_stat_statements.StatementCounters}
+
+
 def counter_specs() -> list[tuple[str, tuple[collector_base.Counter, ...], type[Any]]]:
     """Every collector module's counter specs (COUNTERS) with the type their columns are read
     from: the module's collector's row type, or (pg_stat_statements, whose totals are its own)
@@ -72,8 +77,7 @@ def counter_specs() -> list[tuple[str, tuple[collector_base.Counter, ...], type[
             c for c in vars(module).values() if isinstance(getattr(c, "row_type", None), type)
         ]
         (owner,) = {c.row_type for c in owners}
-        read_from = getattr(module, "StatementCounters", owner)
-        found.append((info.name, specs, read_from))
+        found.append((info.name, specs, READ_FROM.get(info.name, owner)))
     return found
 
 
