@@ -5,6 +5,9 @@ per-collector tests. Expected values come from the rows and from what the server
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import pkgutil
 from collections import Counter
 from typing import Any
 
@@ -12,7 +15,9 @@ import pytest
 
 import recorded
 from harness import Samples, labels, parse
-from pg_aio_exporter.collectors import activity, pg_aios, registry
+from pg_aio_exporter import collectors
+from pg_aio_exporter.collectors import activity, pg_aios, pg_stat_io, pg_stat_statements, registry
+from pg_aio_exporter.collectors import base as collector_base
 from pg_aio_exporter.collectors.base import PollCollector, SampleCollector
 from pg_aio_exporter.expose.metricset import MetricSet
 
@@ -21,12 +26,13 @@ T = {"target": "recorded"}
 Rows = list[dict[str, Any]]
 
 
-def poll(collector: PollCollector, *polls: Rows) -> Samples:
-    """The collector's metrics after the given polls (the last one published)."""
+def poll(collector: PollCollector[Any], *polls: Rows) -> Samples:
+    """The collector's metrics after the given polls of recorded rows (the last one
+    published), each read into the collector's row type as the worker reads it."""
     out = MetricSet(T)
     for rows in polls:
         out = MetricSet(T)
-        collector.collect(rows, out)
+        collector.collect(recorded.typed(collector.row_type, rows), out)
     return _render(out)
 
 
@@ -34,11 +40,12 @@ def _render(out: MetricSet) -> Samples:
     return parse("".join(f.header.decode() + "".join(f.lines) for f in out.families()))
 
 
-def sampled(collector: SampleCollector, major: str) -> Samples:
+def sampled(collector: SampleCollector[Any], major: str) -> Samples:
     """Every recorded sample observed, one window rolled, counters and gauges published."""
     data = recorded.load(major)
     for sample in data["samples"]:
-        collector.observe(sample[collector.name], data["server_version_num"])
+        rows = recorded.typed(collector.row_type, sample[collector.name])
+        collector.observe(rows, data["server_version_num"])
     collector.roll_window()
     out = MetricSet(T)
     collector.collect_counters(out)
@@ -51,6 +58,80 @@ def polls(major: str, name: str) -> tuple[Rows, Rows]:
     return first[name], second[name]
 
 
+# Collectors whose counters are not read from their rows: pg_stat_statements serves its own
+# totals, summed from its rows' StatementCounters.
+READ_FROM: dict[str, type[Any]] = {"pg_stat_statements": pg_stat_statements.StatementCounters}
+
+
+def counter_specs() -> list[tuple[str, tuple[collector_base.Counter, ...], type[Any]]]:
+    """Every collector module's counter specs (COUNTERS) with the type their columns are read
+    from: the module's collector's row type, or (pg_stat_statements, whose totals are its own)
+    StatementCounters."""
+    found = []
+    for info in pkgutil.iter_modules(collectors.__path__):
+        module = importlib.import_module(f"{collectors.__name__}.{info.name}")
+        specs = getattr(module, "COUNTERS", None)
+        if specs is None:
+            continue
+        owners = [
+            c for c in vars(module).values() if isinstance(getattr(c, "row_type", None), type)
+        ]
+        (owner,) = {c.row_type for c in owners}
+        found.append((info.name, specs, READ_FROM.get(info.name, owner)))
+    return found
+
+
+def test_every_counter_reads_a_field_of_its_row_type() -> None:
+    """Counter.publish_from reads a counter by its column name: a spec whose column is no field
+    of the row type (every server version's SQL selects every field) fails here, not at run
+    time."""
+    specs = counter_specs()
+    assert {name for name, _, _ in specs} == {
+        "checkpointer",
+        "pg_stat_database",
+        "pg_stat_io",
+        "pg_stat_statements",
+        "pg_stat_wal",
+    }
+    for name, counters, row_type in specs:
+        missing = unread(counters, row_type)
+        assert not missing, f"{name}: no field {missing} in {row_type.__name__}"
+
+
+def unread(counters: tuple[collector_base.Counter, ...], row_type: type[Any]) -> list[str]:
+    """The columns of `counters` that are no field of `row_type`."""
+    fields = {f.name for f in dataclasses.fields(row_type)}
+    return [c.column for c in counters if c.column not in fields]
+
+
+def test_a_counter_of_a_wrong_column_fails_the_check() -> None:
+    """The check above can fail: a spec naming no field of the row type is found, and would
+    raise at run time."""
+    wrong = collector_base.Counter("reeds", "pg_stat_io_reeds", "A typo.")
+    assert unread((*pg_stat_io.COUNTERS, wrong), pg_stat_io.IoRow) == ["reeds"]
+    _, rows = polls("18", "pg_stat_io")
+    with pytest.raises(AttributeError):
+        wrong.publish_from(recorded.typed(pg_stat_io.IoRow, rows)[0], MetricSet(T))
+
+
+@pytest.mark.parametrize("major", recorded.MAJORS)
+def test_recorded_columns_are_the_row_types_fields(major: str) -> None:
+    """Each view's recorded columns (its SQL's aliases on that version) are exactly the
+    fields of its collector's row type that have no default."""
+    data = recorded.load(major)
+    every = {**registry.POLL, **registry.SAMPLE}
+    views = {name: rows for p in data["polls"] for name, rows in p.items()}
+    views |= {name: rows for s in data["samples"] for name, rows in s.items()}
+    for name, rows in views.items():
+        row_type = every[name]().row_type
+        required = {
+            f.name
+            for f in dataclasses.fields(row_type)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        }
+        assert {column for row in rows for column in row} == required, name
+
+
 def key(row: dict[str, Any], **extra: str) -> frozenset[tuple[str, str]]:
     return labels(
         **T, backend_type=row["backend_type"], object=row["object"], context=row["context"], **extra
@@ -61,7 +142,7 @@ def key(row: dict[str, Any], **extra: str) -> frozenset[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("major", recorded.MAJORS)
-def test_pg_stat_io_counters_are_the_rows_in_base_units(major: str):
+def test_pg_stat_io_counters_are_the_rows_in_base_units(major: str) -> None:
     _, rows = polls(major, "pg_stat_io")
     got = poll(registry.POLL["pg_stat_io"](), rows)
     checked = 0
@@ -84,7 +165,7 @@ def test_pg_stat_io_counters_are_the_rows_in_base_units(major: str):
 
 
 @pytest.mark.parametrize("major", ["16", "17"])
-def test_pg_stat_io_bytes_before_18_are_blocks_of_8192(major: str):
+def test_pg_stat_io_bytes_before_18_are_blocks_of_8192(major: str) -> None:
     _, rows = polls(major, "pg_stat_io")
     read = [row for row in rows if row["reads"]]
     assert read
@@ -92,7 +173,7 @@ def test_pg_stat_io_bytes_before_18_are_blocks_of_8192(major: str):
 
 
 @pytest.mark.parametrize("major", recorded.MAJORS)
-def test_pg_stat_io_interval_gauges(major: str):
+def test_pg_stat_io_interval_gauges(major: str) -> None:
     first, second = polls(major, "pg_stat_io")
     got = poll(registry.POLL["pg_stat_io"](), first, second)
     before = {(r["backend_type"], r["object"], r["context"]): r for r in first}
@@ -120,7 +201,7 @@ def test_pg_stat_io_interval_gauges(major: str):
 
 
 @pytest.mark.parametrize("major", recorded.MAJORS)
-def test_settings_in_base_units(major: str):
+def test_settings_in_base_units(major: str) -> None:
     rows, _ = polls(major, "settings")
     got = poll(registry.POLL["settings"](), rows)
     assert got["pg_settings_shared_buffers_bytes"][labels(**T)] == 16 * 1024 * 1024
@@ -140,7 +221,7 @@ def test_settings_in_base_units(major: str):
 
 
 @pytest.mark.parametrize("major", recorded.MAJORS)
-def test_server_facts(major: str):
+def test_server_facts(major: str) -> None:
     rows, _ = polls(major, "server")
     got = poll(registry.POLL["server"](), rows)
     version_num = recorded.load(major)["server_version_num"]
@@ -154,12 +235,12 @@ def test_server_facts(major: str):
 # -- sampled: activity and pg_aios ------------------------------------------------------------
 
 
-def _activity_rows(major: str) -> list[dict[str, Any]]:
+def _activity_rows(major: str) -> Rows:
     return [row for s in recorded.load(major)["samples"] for row in s["activity"]]
 
 
 @pytest.mark.parametrize("major", recorded.MAJORS)
-def test_activity_wait_events(major: str):
+def test_activity_wait_events(major: str) -> None:
     got = sampled(registry.SAMPLE["activity"](), major)
     expected: Counter[tuple[str, str, str]] = Counter()
     for row in _activity_rows(major):
@@ -180,7 +261,7 @@ def test_activity_wait_events(major: str):
 
 
 @pytest.mark.parametrize("major", recorded.MAJORS)
-def test_io_worker_utilisation(major: str):
+def test_io_worker_utilisation(major: str) -> None:
     got = sampled(registry.SAMPLE["activity"](), major)
     if major != "18":
         assert not [name for name in got if name.startswith("pg_aio_io_worker")]
@@ -195,23 +276,18 @@ def test_io_worker_utilisation(major: str):
     assert got["pg_aio_io_workers"][labels(**T)] == 3  # io_workers default, in the last sample
 
 
-def _worker_rows(idle: int, busy: int) -> Rows:
+def _worker_rows(idle: int, busy: int) -> list[activity.ActivityRow]:
     rows = [
-        {"backend_type": "checkpointer", "state": None, "wait_event_type": "Activity",
-         "wait_event": "CheckpointerMain", "hidden": False, "n": 1},
-        {"backend_type": "client backend", "state": "active", "wait_event_type": "IO",
-         "wait_event": "AioIoUringExecution", "hidden": False, "n": 2},
-    ]  # fmt: skip
+        activity_row("checkpointer", None, "Activity", "CheckpointerMain", 1),
+        activity_row("client backend", "active", "IO", "AioIoUringExecution", 2),
+    ]
     for wait_type, wait, n in (("Activity", "IoWorkerMain", idle), ("IO", "DataFileRead", busy)):
         if n:
-            rows.append(
-                {"backend_type": "io worker", "state": None, "wait_event_type": wait_type,
-                 "wait_event": wait, "hidden": False, "n": n}
-            )  # fmt: skip
+            rows.append(activity_row("io worker", None, wait_type, wait, n))
     return rows
 
 
-def test_no_io_workers_means_no_io_worker_metrics():
+def test_no_io_workers_means_no_io_worker_metrics() -> None:
     """io_method sync or io_uring: background processes are visible, none is an io worker.
     The io worker metrics are absent, as before PostgreSQL 18, not 0."""
     collector = activity.ActivityCollector()
@@ -228,7 +304,7 @@ def test_no_io_workers_means_no_io_worker_metrics():
                         wait_event="AioIoUringExecution")] == 6  # fmt: skip
 
 
-def test_io_worker_denominator_follows_a_pool_change():
+def test_io_worker_denominator_follows_a_pool_change() -> None:
     """io_workers 3 -> 1 within one window: the worker samples counter adds each sample's pool
     size, so rate(busy) / rate(worker samples) is exact over any window, like the gauge."""
     collector = activity.ActivityCollector()
@@ -254,7 +330,7 @@ def test_io_worker_denominator_follows_a_pool_change():
     assert not [name for name in _render(out) if name.startswith("pg_aio_io_worker")]
 
 
-def test_pg_aios_in_flight():
+def test_pg_aios_in_flight() -> None:
     got = sampled(registry.SAMPLE["pg_aios"](), "18")
     rows = [row for s in recorded.load("18")["samples"] for row in s["pg_aios"]]
     handles: Counter[tuple[str, str]] = Counter()
@@ -272,13 +348,13 @@ def test_pg_aios_in_flight():
     assert got["pg_aio_in_flight_bytes_samples_total"][labels(**T, operation="readv")] == in_bytes
 
 
-def test_pg_aios_only_from_18():
+def test_pg_aios_only_from_18() -> None:
     collector = registry.SAMPLE["pg_aios"]()
     assert collector.query(170010) is None and collector.query(180006) == pg_aios.SQL
 
 
 @pytest.mark.parametrize("major", ["17", "18"])
-def test_recorded_clients_starting_up_are_not_hidden(major: str):
+def test_recorded_clients_starting_up_are_not_hidden(major: str) -> None:
     """record_rows.py held clients in their startup while a superuser sampled."""
     rows = _activity_rows(major)
     starting = {row["state"] for row in rows if row["backend_type"] == "client backend"} & {
@@ -289,23 +365,17 @@ def test_recorded_clients_starting_up_are_not_hidden(major: str):
     collector = registry.SAMPLE["activity"]()
     data = recorded.load(major)
     for sample in data["samples"]:
-        assert collector.observe(sample["activity"], data["server_version_num"]) is None
+        read = recorded.typed(activity.ActivityRow, sample["activity"])
+        assert collector.observe(read, data["server_version_num"]) is None
 
 
 def activity_row(
     backend_type: str | None, state: str | None, wait_type: str | None, wait: str | None, n: int
-) -> dict[str, Any]:
+) -> activity.ActivityRow:
     """A row of activity.SQL: PostgreSQL hides a process from a role without pg_monitor by
     NULLs in backend_type (and every other column but the user) and a query column of
     '<insufficient privilege>'."""
-    return {
-        "backend_type": backend_type,
-        "state": state,
-        "wait_event_type": wait_type,
-        "wait_event": wait,
-        "hidden": backend_type is None,
-        "n": n,
-    }
+    return activity.ActivityRow(backend_type, state, wait_type, wait, backend_type is None, n)
 
 
 def observed(collector: activity.ActivityCollector) -> Samples:
@@ -316,7 +386,7 @@ def observed(collector: activity.ActivityCollector) -> Samples:
     return _render(out)
 
 
-def test_hidden_rows_are_reported_and_hide_the_io_workers():
+def test_hidden_rows_are_reported_and_hide_the_io_workers() -> None:
     """Without pg_read_all_stats other sessions and every background process show NULLs."""
     collector = activity.ActivityCollector()
     rows = [
@@ -332,7 +402,7 @@ def test_hidden_rows_are_reported_and_hide_the_io_workers():
     }
 
 
-def test_a_client_starting_up_is_not_hidden():
+def test_a_client_starting_up_is_not_hidden() -> None:
     """What a superuser sees of clients that are still starting: PostgreSQL 18 says 'starting'
     while one authenticates; 17 and 18 leave the state NULL, its user known, while a login event
     trigger runs (and so did every version between backend start and the first query). Neither
@@ -363,7 +433,7 @@ WRITE_OPERATIONS = {
 
 
 @pytest.mark.parametrize("major", recorded.MAJORS)
-def test_pg_stat_io_write_interval_gauges(major: str):
+def test_pg_stat_io_write_interval_gauges(major: str) -> None:
     """Each write operation's time per operation and per byte, from the rows' deltas; none for
     a row that did not do that operation, and none for PostgreSQL 18's wal rows."""
     first, second = polls(major, "pg_stat_io")
@@ -391,7 +461,7 @@ def test_pg_stat_io_write_interval_gauges(major: str):
 
 
 @pytest.mark.parametrize("major", recorded.MAJORS)
-def test_pg_stat_wal_same_names_on_every_version(major: str):
+def test_pg_stat_wal_same_names_on_every_version(major: str) -> None:
     """WAL writes and syncs from pg_stat_wal (16, 17) or pg_stat_io's wal rows (18), under one
     set of names; the interval gauges from the two polls' deltas."""
     first, second = polls(major, "pg_stat_wal")
@@ -416,7 +486,7 @@ def test_pg_stat_wal_same_names_on_every_version(major: str):
         assert row["writes"] == sum(r["writes"] or 0 for r in normal)
 
 
-def test_pg_stat_wal_gauges_absent_without_wal_timing():
+def test_pg_stat_wal_gauges_absent_without_wal_timing() -> None:
     first, second = polls("18", "pg_stat_wal")
     off = [{**second[0], "track_wal_io_timing": False}]
     got = poll(registry.POLL["pg_stat_wal"](), first, off)
@@ -426,7 +496,7 @@ def test_pg_stat_wal_gauges_absent_without_wal_timing():
 
 
 @pytest.mark.parametrize("major", recorded.MAJORS)
-def test_checkpointer_same_names_before_and_after_17(major: str):
+def test_checkpointer_same_names_before_and_after_17(major: str) -> None:
     """pg_stat_bgwriter's checkpoint columns (16) and pg_stat_checkpointer's (17, 18) under one
     set of names; the recording's CHECKPOINT between the polls is a requested one."""
     first, second = polls(major, "checkpointer")

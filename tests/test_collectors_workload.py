@@ -16,7 +16,9 @@ import pytest
 from harness import labels
 from pg_aio_exporter.collectors import pg_stat_database, pg_stat_statements, registry
 from pg_aio_exporter.collectors.base import MayBeAbsent
-from recorded import FIXTURES
+from pg_aio_exporter.collectors.pg_stat_database import DatabaseWork
+from pg_aio_exporter.collectors.pg_stat_statements import Statement, StatementKey
+from recorded import FIXTURES, typed
 from test_collectors import T, poll
 
 pytestmark = pytest.mark.unit
@@ -29,8 +31,16 @@ def load(major: str) -> dict[str, Any]:
     return data
 
 
+def statements(rows: list[dict[str, Any]]) -> dict[StatementKey, Statement]:
+    return pg_stat_statements.statements(typed(pg_stat_statements.StatementRow, rows))
+
+
+def database_work(rows: list[dict[str, Any]]) -> DatabaseWork | None:
+    return pg_stat_database.database_work(typed(pg_stat_database.DatabaseRow, rows))
+
+
 @pytest.mark.parametrize("major", MAJORS)
-def test_statement_totals_in_base_units(major: str):
+def test_statement_totals_in_base_units(major: str) -> None:
     (row,) = load(major)["polls"][1]["totals"]
     got = poll(registry.POLL["pg_stat_statements"](), [row])
     one = labels(**T)
@@ -51,7 +61,7 @@ def test_statement_totals_in_base_units(major: str):
 
 
 @pytest.mark.parametrize("major", MAJORS)
-def test_per_statement_rows_sum_to_the_totals(major: str):
+def test_per_statement_rows_sum_to_the_totals(major: str) -> None:
     poll_rows = load(major)["polls"][1]
     collector = registry.PER_ROW["pg_stat_statements"]()
     per_row = poll(collector, poll_rows["per_statement"])
@@ -64,13 +74,13 @@ def test_per_statement_rows_sum_to_the_totals(major: str):
 
 
 @pytest.mark.parametrize("major", MAJORS)
-def test_statements_match_across_versions(major: str):
+def test_statements_match_across_versions(major: str) -> None:
     """The scan and the IN list are the same statements on every version: one key each, with
     the recording's calls; the IN list of 3 and of 4 constants is one statement."""
     recorded = load(major)
     first, second = (p["per_statement"] for p in recorded["polls"])
-    now = pg_stat_statements.statements(second)
-    before = pg_stat_statements.statements(first)
+    now = statements(second)
+    before = statements(first)
     scan = pg_stat_statements.fingerprint("SELECT count(*) FROM aio_demo")
     in_list = pg_stat_statements.fingerprint("SELECT count(*) FROM pg_class WHERE oid IN ($1)")
     by_print = {key[0]: stmt for key, stmt in now.items()}
@@ -78,15 +88,15 @@ def test_statements_match_across_versions(major: str):
     assert by_print[in_list].counters.calls == 2
     assert by_print[scan].database == "postgres"
     assert scan not in {key[0] for key in before}
-    keys = {major: set(pg_stat_statements.statements(load(major)["polls"][1]["per_statement"]))}
+    keys = {major: set(statements(load(major)["polls"][1]["per_statement"]))}
     other = "17" if major != "17" else "18"
-    keys[other] = set(pg_stat_statements.statements(load(other)["polls"][1]["per_statement"]))
+    keys[other] = set(statements(load(other)["polls"][1]["per_statement"]))
     assert {k for k in keys[major] if k[0] in (scan, in_list)} == {
         k for k in keys[other] if k[0] in (scan, in_list)
     }
 
 
-def test_normalize_squashes_lists_and_parameter_numbers():
+def test_normalize_squashes_lists_and_parameter_numbers() -> None:
     seventeen = "SELECT * FROM t WHERE a IN ($1, $2, $3) AND b = $4"
     eighteen = "SELECT * FROM t WHERE a IN ($1 /*, ... */) AND b = $2"
     assert pg_stat_statements.normalize(seventeen) == pg_stat_statements.normalize(eighteen)
@@ -100,7 +110,7 @@ def test_normalize_squashes_lists_and_parameter_numbers():
 
 
 @pytest.mark.parametrize("major", MAJORS)
-def test_absent_extension_is_named_not_an_error(major: str):
+def test_absent_extension_is_named_not_an_error(major: str) -> None:
     """The recorded error of the server without the extension is classified as absent."""
     message = load(major)["absent_error"]
     assert message.startswith("UndefinedFunction")
@@ -113,7 +123,7 @@ def test_absent_extension_is_named_not_an_error(major: str):
 
 
 @pytest.mark.parametrize("major", MAJORS)
-def test_database_counters(major: str):
+def test_database_counters(major: str) -> None:
     first, second = (p["pg_stat_database"] for p in load(major)["polls"])
     got = poll(registry.POLL["pg_stat_database"](), second)
     for row in second:
@@ -123,8 +133,8 @@ def test_database_counters(major: str):
         assert got["pg_stat_database_blks_hit_total"][key] == row["blks_hit"]
         assert got["pg_stat_database_xact_rollback_total"][key] == row["xact_rollback"]
     assert {row["datname"] for row in second} >= {"postgres", "template1"}
-    before = pg_stat_database.database_work(first)
-    after = pg_stat_database.database_work(second)
+    before = database_work(first)
+    after = database_work(second)
     assert before is not None and after is not None
     # The recording ran SCANS + 2 statements, each its own transaction, between the polls.
     assert after.transactions - before.transactions >= load(major)["scans"] + 2
@@ -132,12 +142,12 @@ def test_database_counters(major: str):
 
 
 @pytest.mark.parametrize("major", MAJORS)
-def test_statement_squares_give_each_window_its_per_call_variance(major: str):
+def test_statement_squares_give_each_window_its_per_call_variance(major: str) -> None:
     """calls x (stddev_exec_time² + mean²) is each call's time squared, summed: over the
     recording's scans at least (their time)² / calls (equal only if every scan took as long),
     so the window's variance per call is a real one, and in seconds²."""
     recorded = load(major)
-    second = pg_stat_statements.statements(recorded["polls"][1]["per_statement"])
+    second = statements(recorded["polls"][1]["per_statement"])
     scan = pg_stat_statements.fingerprint("SELECT count(*) FROM aio_demo")
     (stmt,) = (s for key, s in second.items() if key[0] == scan)
     c = stmt.counters
@@ -149,12 +159,10 @@ def test_statement_squares_give_each_window_its_per_call_variance(major: str):
 
 
 @pytest.mark.parametrize("major", MAJORS)
-def test_database_resets_are_read(major: str):
+def test_database_resets_are_read(major: str) -> None:
     """stats_reset per database (0 when never reset): two reads without a reset between them
     continue each other."""
-    first, second = (
-        pg_stat_database.database_work(p["pg_stat_database"]) for p in load(major)["polls"]
-    )
+    first, second = (database_work(p["pg_stat_database"]) for p in load(major)["polls"])
     assert first is not None and second is not None
     assert {name for name, _ in second.resets} >= {"postgres", "template1"}
     assert second.continues(first)

@@ -17,12 +17,13 @@ import pytest
 from harness import Samples, labels, parse
 from pg_aio_exporter import thresholds
 from pg_aio_exporter.collectors import activity, pg_wait_events, settings
-from pg_aio_exporter.collectors.server import ServerCollector
+from pg_aio_exporter.collectors.server import ServerCollector, ServerRow
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.report import text
 from pg_aio_exporter.report.outcome import Report, judge
 from pg_aio_exporter.report.runner import server_facts
 from pg_aio_exporter.report.summary import Activity, Summary
+from recorded import typed
 
 pytestmark = pytest.mark.unit
 
@@ -49,12 +50,14 @@ def sampled(scenario: str) -> tuple[activity.ActivityCollector, Activity]:
     case = data["scenarios"][scenario]
     collector = activity.ActivityCollector()
     for _ in range(case["repeat"]):
-        collector.observe(case["activity"], data["server_version_num"])
+        collector.observe(typed(activity.ActivityRow, case["activity"]), data["server_version_num"])
     collector.roll_window()
     seen = Activity(
         samples=case["repeat"],
         sample_interval=1.0,
-        wait_classes=pg_wait_events.classes(data["pg_wait_events"]),
+        wait_classes=pg_wait_events.classes(
+            typed(pg_wait_events.WaitEventRow, data["pg_wait_events"])
+        ),
         **collector.totals(),
     )
     return collector, seen
@@ -63,7 +66,8 @@ def sampled(scenario: str) -> tuple[activity.ActivityCollector, Activity]:
 def report(scenario: str, *, major: int = 19) -> Report:
     data = source()
     facts = server_facts(
-        ServerCollector().snapshot(data["server"]), settings.settings_facts(data["settings"])
+        ServerCollector().snapshot(typed(ServerRow, data["server"])),
+        settings.settings_facts(typed(settings.SettingRow, data["settings"])),
     )
     if major == 18:  # the same pool on 18: io_workers = the workers seen, no io_max_workers
         workers = float(sampled(scenario)[1].io_workers or 0)
@@ -99,7 +103,7 @@ def test_fixture_names_its_sources() -> None:
 
 def test_settings_exported_in_base_units() -> None:
     out = MetricSet(T)
-    settings.SettingsCollector().collect(source()["settings"], out)
+    settings.SettingsCollector().collect(typed(settings.SettingRow, source()["settings"]), out)
     got = rendered(out)
     key = labels(**T)
     # guc_parameters.dat: io_min_workers boot 2, io_max_workers boot 8; the two times are
@@ -164,7 +168,9 @@ def test_a_busy_pool_below_io_max_workers_is_growing_on_19_and_too_small_on_18()
 
 
 def test_wait_classes_come_from_the_server() -> None:
-    catalogue = pg_wait_events.classes(source()["pg_wait_events"])
+    catalogue = pg_wait_events.classes(
+        typed(pg_wait_events.WaitEventRow, source()["pg_wait_events"])
+    )
     # 19's class Buffer (BufferPin and LWLock/BufferContent before), and WaitForWal* in IPC.
     assert {e for e, c in catalogue.items() if c == "Buffer"} == {
         "BufferCleanup",

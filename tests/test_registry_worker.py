@@ -13,14 +13,14 @@ import pytest
 
 from harness import Samples, labels, parse, wait_for
 from pg_aio_exporter.collectors import registry
-from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.config.targets import target_from_dsn
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 from pg_aio_exporter.poll.worker import TargetWorker
-from test_structure import DummyCollector
+from pg_aio_exporter.versions import PG10
+from test_structure import AnswerRow, DummyCollector
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,8 @@ class Answer:
 class ToyView(DummyCollector):
     """A view the report reads too: the collector, plus its rows as one snapshot."""
 
-    def snapshot(self, rows: list[Row]) -> Answer:
-        return Answer(rows[0]["answer"])
+    def snapshot(self, rows: list[AnswerRow]) -> Answer:
+        return Answer(rows[0].answer)
 
 
 class Listener:
@@ -53,10 +53,61 @@ class Listener:
         pass
 
 
-def test_worker_polls_a_registered_view(pg18: LocalServer, monkeypatch: pytest.MonkeyPatch):
+@dataclass(frozen=True)
+class Misfit:
+    """A row type that does not fit its view's SQL (whose one column is `answer`)."""
+
+    question: int
+
+
+class MisfitView:
+    """A poll collector whose row type does not fit its SQL: a bug of this collector."""
+
+    name = "misfit"
+    since = PG10
+    labels = ()
+    row_type = Misfit
+
+    def query(self, version_num: int) -> str | None:
+        return "SELECT 41 + 1 AS answer"
+
+    def collect(self, rows: list[Misfit], out: MetricSet) -> None:
+        out.gauge("pg_misfit", "Never served.", rows[0].question)
+
+
+class MisfitSampled(MisfitView):
+    """The same bug in a sample collector."""
+
+    name = "misfit_sampled"
+
+    def observe(self, rows: list[Misfit], version_num: int) -> str | None:
+        return None
+
+    def roll_window(self) -> None:
+        pass
+
+    def collect_counters(self, out: MetricSet) -> None:
+        out.counter("pg_misfit_sampled", "Never served.", 1.0)
+
+    def collect_gauges(self, out: MetricSet) -> None:
+        pass
+
+    def totals(self) -> dict[str, Any]:
+        return {}
+
+
+MISFITS = (MisfitView.name, MisfitSampled.name)
+
+
+def test_worker_polls_a_registered_view(pg18: LocalServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """One module and one registry line: the exporter serves the view's series, and a tap (the
-    report's) receives its snapshot type, beside every other view's typed snapshot."""
+    report's) receives its snapshot type, beside every other view's typed snapshot. Beside them,
+    views whose row type does not fit their SQL (psycopg's class_row raises reading the rows):
+    each is its own collector's internal error, and the round trip, pg_up and every other
+    series stand, in a poll and in a sample alike."""
     monkeypatch.setitem(registry.POLL, ToyView.name, ToyView)
+    monkeypatch.setitem(registry.POLL, MisfitView.name, MisfitView)
+    monkeypatch.setitem(registry.SAMPLE, MisfitSampled.name, MisfitSampled)
     tap = Listener()
 
     async def one_poll() -> bytes:
@@ -86,12 +137,15 @@ def test_worker_polls_a_registered_view(pg18: LocalServer, monkeypatch: pytest.M
     assert got["pg_dummy_answer"] == {labels(target="default", dummy_label="x"): 42}
     assert got["pg_up"] == {labels(target="default"): 1}
     assert got["pg_aio_sampler_samples_total"] == {labels(target="default"): 1}
-    poll_errors = got.get("pg_aio_exporter_poll_errors_total", {})
-    assert not any(v for v in poll_errors.values())
+    assert "pg_misfit" not in got and "pg_misfit_sampled_total" not in got
+    assert "pg_aio_io_worker_samples_total" in got, "the other sample collectors' series"
+    poll_errors = got["pg_aio_exporter_poll_errors_total"]
+    misfits = [labels(target="default", collector=c, kind="internal") for c in MISFITS]
+    assert {k: v for k, v in poll_errors.items() if v} == dict.fromkeys(misfits, 1)
     assert tap.snapshots.pop("dummy") == Answer(42)
     # Every view the report reads hands it a domain object, never rows (pg_stat_statements is
     # not preloaded on this server: absent, so not polled).
-    assert set(tap.snapshots) == set(registry.POLL) - {"dummy", "pg_stat_statements"}
+    assert set(tap.snapshots) == set(registry.POLL) - {"dummy", "misfit", "pg_stat_statements"}
     made = {type(s).__name__ for s in tap.snapshots.values() if s is not None}
     assert made >= {"Snapshot", "WalSnapshot", "CheckpointerCounts", "ServerVersion"}
     assert made >= {"SettingsFacts", "DatabaseWork"}
@@ -117,7 +171,7 @@ STATEMENT_KINDS = ("timeout", "privilege", "query")
 
 
 @pytest.mark.unit
-def test_poll_errors_start_at_zero_for_every_collector(monkeypatch: pytest.MonkeyPatch):
+def test_poll_errors_start_at_zero_for_every_collector(monkeypatch: pytest.MonkeyPatch) -> None:
     """Before the first error, so that increase() and the panels see it when it comes."""
     monkeypatch.setitem(registry.POLL, DummyCollector.name, DummyCollector)
     errors = error_series(sample_interval=1)
@@ -131,7 +185,7 @@ def test_poll_errors_start_at_zero_for_every_collector(monkeypatch: pytest.Monke
 
 
 @pytest.mark.unit
-def test_no_error_series_for_what_is_switched_off():
+def test_no_error_series_for_what_is_switched_off() -> None:
     errors = error_series(sample_interval=0, collectors={"pg_stat_io", "settings"})
     assert {collector for collector, _ in errors} == {
         "connection",
@@ -145,7 +199,7 @@ def test_no_error_series_for_what_is_switched_off():
 class BrokenCollector(DummyCollector):
     """A collector with a bug whose message quotes a secret."""
 
-    def collect(self, rows: list[Row], out: MetricSet) -> None:
+    def collect(self, rows: list[AnswerRow], out: MetricSet) -> None:
         raise RuntimeError(f"boom near password={SECRET}")
 
 
@@ -154,7 +208,7 @@ SECRET = "Bug-Leak-9876"
 
 def test_a_bug_is_logged_with_its_traceback_and_no_secret(
     pg18: LocalServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-):
+) -> None:
     monkeypatch.setitem(registry.POLL, BrokenCollector.name, BrokenCollector)
 
     async def guarded_poll() -> bool:
@@ -189,7 +243,7 @@ class FailsOnItsSecondPoll(DummyCollector):
     def __init__(self) -> None:
         self.polls = 0
 
-    def collect(self, rows: list[Row], out: MetricSet) -> None:
+    def collect(self, rows: list[AnswerRow], out: MetricSet) -> None:
         self.polls += 1
         out.gauge("pg_dummy_polls", "Polls seen.", self.polls)
         if self.polls > 1:
@@ -199,7 +253,7 @@ class FailsOnItsSecondPoll(DummyCollector):
 
 def test_a_collector_that_raises_costs_only_its_own_series(
     pg18: LocalServer, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     """Its series go (never the last poll's values), the other families are this poll's,
     pg_up is 1, and the error is counted under its name."""
     monkeypatch.setitem(registry.POLL, FailsOnItsSecondPoll.name, FailsOnItsSecondPoll)

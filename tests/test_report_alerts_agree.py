@@ -24,7 +24,7 @@ import yaml
 import recorded
 from pg_aio_exporter import thresholds
 from pg_aio_exporter.collectors import registry
-from pg_aio_exporter.collectors.activity import ActivityCollector
+from pg_aio_exporter.collectors.activity import ActivityCollector, ActivityRow
 from pg_aio_exporter.collectors.base import PollCollector, Snapshots
 from pg_aio_exporter.collectors.intervals import ReadCounters
 from pg_aio_exporter.expose.metricset import MetricSet
@@ -492,18 +492,12 @@ def rows_at(major: str, seconds: float, counts: dict[tuple[str, str], float]) ->
     return polled
 
 
-def activity_rows(major: str, w: Writing, seconds: float) -> list[dict[str, Any]]:
+def activity_rows(major: str, w: Writing, seconds: float) -> list[ActivityRow]:
     """One sample standing for `seconds` samples a second apart: `n` sessions in each wait."""
 
-    def row(wait_type: str | None, wait: str | None, sessions: float) -> dict[str, Any]:
-        return {
-            "backend_type": "client backend",
-            "state": "active",
-            "wait_event_type": wait_type,
-            "wait_event": wait,
-            "hidden": False,
-            "n": round(sessions * seconds),
-        }
+    def row(wait_type: str | None, wait: str | None, sessions: float) -> ActivityRow:
+        n = round(sessions * seconds)
+        return ActivityRow("client backend", "active", wait_type, wait, False, n)
 
     return [
         row("IO", READ_WAIT[major], NORMAL.waiting),
@@ -533,13 +527,13 @@ RULE_INPUTS = {
 
 
 def exposed(
-    target: str, collectors: list[PollCollector], polled: dict[str, Any], exporter: Sampler
+    target: str, collectors: list[PollCollector[Any]], polled: dict[str, Any], exporter: Sampler
 ) -> Iterator[tuple[str, str]]:
     """What the exporter serves after a poll of `polled` rows: (series, value) pairs."""
     out = MetricSet({"target": target})
     for collector in collectors:
         if collector.name in polled:
-            collector.collect(polled[collector.name], out)
+            collector.collect(recorded.typed(collector.row_type, polled[collector.name]), out)
     out.gauge("pg_up", "up", 1.0)
     exporter.roll_window()
     exporter.collect(out, current=True)
@@ -579,7 +573,8 @@ def replay(major: str, name: str, phases: tuple[Writing, Writing]) -> Replay:
         for phase, (start, end) in phase_spans.items():
             if start <= minute <= end and minute % REPORT_POLL == 0:
                 for collector_name, rows in polled.items():
-                    snapshot = by_name[collector_name].snapshot(rows)
+                    collector = by_name[collector_name]
+                    snapshot = collector.snapshot(recorded.typed(collector.row_type, rows))
                     recorders[phase].polled(collector_name, snapshot, 60.0 * minute)
     summaries = {}
     for phase, (start, end) in phase_spans.items():

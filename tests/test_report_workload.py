@@ -13,7 +13,11 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pg_aio_exporter.collectors.pg_stat_database import DatabaseWork, PgStatDatabaseCollector
+from pg_aio_exporter.collectors.pg_stat_database import (
+    DatabaseRow,
+    DatabaseWork,
+    PgStatDatabaseCollector,
+)
 from pg_aio_exporter.collectors.pg_stat_statements import StatementCounters, fingerprint
 from pg_aio_exporter.report import document, text
 from pg_aio_exporter.report.outcome import judge
@@ -216,15 +220,15 @@ def test_sub_millisecond_statements_are_judged_by_db_time() -> None:
 def _database_work(transactions: float) -> DatabaseWork:
     """The pg_stat_database collector's snapshot of one poll's rows."""
     rows = [
-        {
-            "datname": "postgres",
-            "xact_commit": transactions,
-            "xact_rollback": 0.0,
-            "blks_read": 0.0,
-            "blks_hit": 0.0,
-            "start_time": 1.0,
-            "stats_reset": 0.0,
-        }
+        DatabaseRow(
+            datname="postgres",
+            xact_commit=transactions,
+            xact_rollback=0.0,
+            blks_read=0.0,
+            blks_hit=0.0,
+            start_time=1.0,
+            stats_reset=0.0,
+        )
     ]
     work = PgStatDatabaseCollector().snapshot(rows)
     assert work is not None

@@ -53,7 +53,7 @@ def run_slow_phase(server: LocalServer, shim: SlowReads) -> tuple[Samples, Sampl
     return before, after
 
 
-def test_worker_io_method_on_slow_storage(slow_server: tuple[LocalServer, SlowReads]):
+def test_worker_io_method_on_slow_storage(slow_server: tuple[LocalServer, SlowReads]) -> None:
     server, shim = slow_server
     before, after = run_slow_phase(server, shim)
     assert client_wait(after, "IO", "AioIoCompletion") > client_wait(
@@ -72,7 +72,7 @@ def test_worker_io_method_on_slow_storage(slow_server: tuple[LocalServer, SlowRe
     assert_consistent(after, processes=count_processes(server))
 
 
-def test_sync_io_method_on_slow_storage(slow_server: tuple[LocalServer, SlowReads]):
+def test_sync_io_method_on_slow_storage(slow_server: tuple[LocalServer, SlowReads]) -> None:
     server, shim = slow_server
     server.configure({"io_method": "sync"})
     server.restart()
@@ -125,7 +125,7 @@ def counted(samples: Samples, counter: str) -> float:
 
 
 @pytest.mark.timing
-def test_idle_server():
+def test_idle_server() -> None:
     server = LocalServer.create()
     server.start()
     exp = Exporter("--dsn", server.dsn(), "--poll-interval", "1s", "--sample-interval", "100ms")
@@ -158,7 +158,7 @@ def test_idle_server():
 
 
 @pytest.mark.timing
-def test_stalled_exporter_is_no_overrun():
+def test_stalled_exporter_is_no_overrun() -> None:
     """Ticks that pass while the exporter gets no CPU are stalls: no query ran long."""
     server = LocalServer.create()
     server.start()
@@ -202,7 +202,7 @@ def behind_proxy(
 
 
 @pytest.mark.timing
-def test_connecting_is_no_overrun():
+def test_connecting_is_no_overrun() -> None:
     """Samples start once connected: a connection slower than the sample interval misses none."""
     started = time.time()
     # The exporter's overruns are counted from its start: so is the CPU its processes waited
@@ -223,7 +223,7 @@ def test_connecting_is_no_overrun():
 
 
 @pytest.mark.timing
-def test_slow_samples_overrun_without_overlapping():
+def test_slow_samples_overrun_without_overlapping() -> None:
     with behind_proxy(0.0, poll="5s", sample="100ms") as (server, proxy, exp):
         exp.wait_poll()
         proxy.delay = 0.35  # every reply from the server now takes 350 ms: samples overrun

@@ -25,15 +25,15 @@ def one_more(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(settings, "AIO_SETTINGS", (*settings.AIO_SETTINGS, NEW))
 
 
-def row(name: str, setting: str) -> dict[str, object]:
-    return {
-        "name": name,
-        "setting": setting,
-        "unit": None,
-        "vartype": "integer",
-        "enumvals": None,
-        "pending_restart": False,
-    }
+def row(name: str, setting: str) -> settings.SettingRow:
+    return settings.SettingRow(
+        name=name,
+        setting=setting,
+        unit=None,
+        vartype="integer",
+        enumvals=None,
+        pending_restart=False,
+    )
 
 
 @pytest.mark.usefixtures("one_more")

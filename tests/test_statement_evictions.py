@@ -63,7 +63,7 @@ def sums(conn: psycopg.Connection[tuple[float, float, float]]) -> tuple[float, f
     return row
 
 
-def test_evictions_never_take_the_totals_back(server: LocalServer):
+def test_evictions_never_take_the_totals_back(server: LocalServer) -> None:
     polls: list[Samples] = []
     raw: list[tuple[float, float, float]] = []
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import recorded
 from pg_aio_exporter.collectors import registry
-from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.config.targets import RESERVED_LABELS
 from pg_aio_exporter.demo.server import free_port
 from pg_aio_exporter.expose.metricset import MetricSet
@@ -80,19 +80,27 @@ def test_recorded_state_renders_the_reference_bytes(major: str) -> None:
     assert names(body) - names(reference) <= ADDED_SINCE_REFERENCE
 
 
+@dataclass(frozen=True, slots=True)
+class AnswerRow:
+    """A row of the dummy view's SQL."""
+
+    answer: int
+
+
 class DummyCollector:
     """A view that is not PostgreSQL's: one gauge per row of `SELECT 1`."""
 
     name = "dummy"
     since = PG10
     labels = ("dummy_label",)
+    row_type = AnswerRow
 
     def query(self, version_num: int) -> str | None:
         return "SELECT 41 + 1 AS answer"
 
-    def collect(self, rows: list[Row], out: MetricSet) -> None:
+    def collect(self, rows: list[AnswerRow], out: MetricSet) -> None:
         for row in rows:
-            out.gauge("pg_dummy_answer", "The answer.", row["answer"], dummy_label="x")
+            out.gauge("pg_dummy_answer", "The answer.", row.answer, dummy_label="x")
 
 
 def test_a_new_view_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch) -> None:

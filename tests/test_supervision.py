@@ -11,6 +11,7 @@ import os
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -19,7 +20,6 @@ from cpu import CpuWatch
 from harness import Samples, labels, parse
 from pg_aio_exporter.app import Options, run_exporter
 from pg_aio_exporter.collectors import registry
-from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.config.targets import target_from_dsn
 from pg_aio_exporter.config.webconfig import WebConfig
 from pg_aio_exporter.demo.server import LocalServer, free_port
@@ -35,6 +35,13 @@ ERRORS = "pg_aio_exporter_poll_errors_total"
 LAST_POLL = "pg_aio_exporter_last_poll_success_timestamp_seconds"
 
 
+@dataclass(frozen=True, slots=True)
+class One:
+    """A row of DummySampled's SQL."""
+
+    one: int
+
+
 class DummySampled:
     """A sampled view that is not PostgreSQL's: counts its samples, and the most recent
     window's samples as a gauge."""
@@ -43,6 +50,7 @@ class DummySampled:
     metric = "pg_dummy"  # its series' prefix
     since = PG10
     labels = ()
+    row_type = One
 
     def __init__(self) -> None:
         self.seen = 0
@@ -53,7 +61,7 @@ class DummySampled:
     def query(self, version_num: int) -> str | None:
         return "SELECT 1 AS one"
 
-    def observe(self, rows: list[Row], version_num: int) -> str | None:
+    def observe(self, rows: list[One], version_num: int) -> str | None:
         self.seen += 1
         self.window += 1
         return None
@@ -94,7 +102,7 @@ class ObserveBreaks(DummySampled):
     name = "observe_breaks"
     metric = "pg_observe_breaks"
 
-    def observe(self, rows: list[Row], version_num: int) -> str | None:
+    def observe(self, rows: list[One], version_num: int) -> str | None:
         super().observe(rows, version_num)
         if self.seen >= 5:
             raise RuntimeError("a bug in observe")
@@ -111,7 +119,7 @@ class ObserveHiccups(DummySampled):
         super().__init__()
         self.calls = 0
 
-    def observe(self, rows: list[Row], version_num: int) -> str | None:
+    def observe(self, rows: list[One], version_num: int) -> str | None:
         self.calls += 1
         if 5 <= self.calls <= 8:
             raise RuntimeError("a passing bug in observe")

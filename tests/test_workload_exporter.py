@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import psycopg
 import pytest
-from psycopg.rows import dict_row
+from psycopg.rows import tuple_row
 
 from harness import parse
-from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.config.targets import target_from_dsn
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.expose.exposition import Exposition
@@ -76,13 +76,11 @@ def test_a_failed_statement_in_the_pipeline_is_no_warning(
     later ones are still being sent (the report's stderr showed psycopg's "error ignored
     terminating ... pipeline aborted" when it did): each statement's own result, no warning."""
 
-    async def run() -> list[list[Row] | Exception]:
-        # The exporter's own row shape: run_pipelined takes a dict-row connection.
-        conn = await psycopg.AsyncConnection.connect(
-            pg18.dsn(), autocommit=True, row_factory=dict_row
-        )
+    async def run() -> list[list[Any] | Exception]:
+        conn = await psycopg.AsyncConnection.connect(pg18.dsn(), autocommit=True)
         try:
-            return await run_pipelined(conn, ["SELECT * FROM no_such_view"] + ["SELECT 1"] * 200)
+            statements = ["SELECT * FROM no_such_view"] + ["SELECT 1"] * 200
+            return await run_pipelined(conn, [(sql, tuple_row) for sql in statements])
         finally:
             await conn.close()
 

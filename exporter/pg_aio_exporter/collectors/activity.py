@@ -11,7 +11,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG10
 from pg_aio_exporter.vocabulary import (
@@ -34,6 +33,17 @@ SQL = (
     " count(*)::int AS n"
     " FROM pg_stat_activity WHERE pid <> pg_backend_pid() GROUP BY 1, 2, 3, 4, 5"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityRow:
+    backend_type: str | None
+    state: str | None
+    wait_event_type: str | None
+    wait_event: str | None
+    hidden: bool
+    n: int
+
 
 CPU = "CPU"
 WORKING_CLIENT_STATES = frozenset({"active", "fastpath function call"})
@@ -62,12 +72,12 @@ def is_io_worker_busy(wait_event_type: str | None, wait_event: str | None) -> bo
     return (wait_event_type, wait_event) != IO_WORKER_IDLE
 
 
-def classify(rows: list[Row]) -> ActivitySample:
+def classify(rows: list[ActivityRow]) -> ActivitySample:
     sample = ActivitySample()
     for row in rows:
-        backend_type, state = row["backend_type"], row["state"]
-        wait_type, wait, count = row["wait_event_type"], row["wait_event"], row["n"]
-        if row["hidden"]:
+        backend_type, state = row.backend_type, row.state
+        wait_type, wait, count = row.wait_event_type, row.wait_event, row.n
+        if row.hidden:
             sample.hidden += count
             continue
         if backend_type is None:
@@ -93,6 +103,7 @@ class ActivityCollector:
     name = "activity"
     since = PG10
     labels = WAIT_LABELS
+    row_type = ActivityRow
 
     def __init__(self) -> None:
         self.wait_events: Counter[WaitKey] = Counter()
@@ -106,7 +117,7 @@ class ActivityCollector:
     def query(self, version_num: int) -> str | None:
         return SQL
 
-    def observe(self, rows: list[Row], version_num: int) -> str | None:
+    def observe(self, rows: list[ActivityRow], version_num: int) -> str | None:
         seen = classify(rows)
         self.wait_events.update(seen.working)
         # One rule for every case without io workers: before 18, with io_method sync or

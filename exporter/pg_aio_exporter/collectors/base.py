@@ -2,18 +2,23 @@
 
 A collector is created per target and may keep state between rounds (pg_stat_io keeps the
 previous snapshot, sampled views their counters). The worker sends the queries of every
-collector of a kind in one pipelined round trip and hands each collector its own rows.
+collector of a kind in one pipelined round trip and hands each collector its own rows, each
+read into the collector's row type (`row_type`, a frozen dataclass declared beside its SQL,
+whose fields are the SQL's column aliases): a collector reads `row.reads`, and mypy checks
+the name. The SQL of every server version selects every field (NULL where a version has no
+such column), so one row type serves all versions; a field with a default is one that only
+some of the collector's own queries select (pg_stat_statements' two forms).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pg_aio_exporter.expose.metricset import MetricSet
 
-Row = dict[str, Any]
+R = TypeVar("R")  # a collector's row type
 
 
 @dataclass(frozen=True)
@@ -21,7 +26,7 @@ class Counter:
     """One cumulative counter of a view, declared once: the collector's SQL selects it
     (`select`) and its collection serves it (`publish`)."""
 
-    column: str  # as the collector's rows name it (the SQL's alias)
+    column: str  # the SQL's alias: a field of the collector's row type
     metric: str  # counter name without _total
     doc: str
     scale: float = 1.0  # to base units: PostgreSQL's times are milliseconds
@@ -38,8 +43,10 @@ class Counter:
         if value is not None:
             out.counter(self.metric, self.doc, value * self.scale, **labels)
 
-    def publish_from(self, row: Mapping[str, Any], out: MetricSet, **labels: str) -> None:
-        self.publish(row[self.column], out, **labels)
+    def publish_from(self, row: object, out: MetricSet, **labels: str) -> None:
+        """The counter from its field of `row` (tests/test_collectors.py checks that every
+        counter's column is a field of its collector's row type)."""
+        self.publish(getattr(row, self.column), out, **labels)
 
 
 def select(counters: Iterable[Counter], version_num: int) -> str:
@@ -47,8 +54,11 @@ def select(counters: Iterable[Counter], version_num: int) -> str:
     return ", ".join(f"{c.source(version_num)}::float8 AS {c.column}" for c in counters)
 
 
-class Collector(Protocol):
+class Collector(Protocol[R]):
     name: str
+    # What each row of its SQL is read into (psycopg class_row): a frozen dataclass whose
+    # fields are the SQL's column aliases.
+    row_type: type[R]
 
     @property
     def since(self) -> int:
@@ -62,10 +72,10 @@ class Collector(Protocol):
         """The SQL for this server version, or None when the view does not exist there."""
 
 
-class PollCollector(Collector, Protocol):
+class PollCollector(Collector[R], Protocol[R]):
     """Read every poll interval (default 30 s): cumulative views and settings."""
 
-    def collect(self, rows: list[Row], out: MetricSet) -> None:
+    def collect(self, rows: list[R], out: MetricSet) -> None:
         """Turn this poll's rows into metrics."""
 
 
@@ -79,21 +89,21 @@ class MayBeAbsent(Protocol):
 
 
 @runtime_checkable
-class Snapshots(Protocol):
+class Snapshots(Protocol[R]):
     """A poll collector whose view the report reads: its rows as one domain object (the
     view's snapshot type), which the worker hands its tap."""
 
-    def snapshot(self, rows: list[Row]) -> object | None:
+    def snapshot(self, rows: list[R]) -> object | None:
         """This poll's rows as the view's snapshot; None when they make none."""
 
 
-class SampleCollector(Collector, Protocol):
+class SampleCollector(Collector[R], Protocol[R]):
     """Read every sample interval (default 1 s): point-in-time views, counted over samples.
 
     Counters are published after every sample; gauges describe the last complete poll
     interval (roll_window) and are published only while sampling succeeds."""
 
-    def observe(self, rows: list[Row], version_num: int) -> str | None:
+    def observe(self, rows: list[R], version_num: int) -> str | None:
         """Fold one sample in; returns why part of the view was hidden from this role, if so."""
 
     def roll_window(self) -> None:

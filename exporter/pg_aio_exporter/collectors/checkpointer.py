@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pg_aio_exporter.collectors.base import Counter, Row, select
+from pg_aio_exporter.collectors.base import Counter, select
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG10, PG17
 
@@ -89,6 +89,21 @@ SQL_BEFORE_17 = sql(PG10)
 SQL_17 = sql(PG17)
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointerRow:
+    """The row of the collector's SQL: COUNTERS, the same names on every version."""
+
+    timed: float
+    requested: float
+    write_time: float
+    sync_time: float
+    buffers_written: float
+    buffers_clean: float
+    maxwritten_clean: float
+    buffers_alloc: float
+    start_time: float
+
+
 @dataclass(frozen=True)
 class CheckpointerCounts:
     """The view's snapshot: the counts the report's write side reads."""
@@ -105,16 +120,24 @@ class CheckpointerCollector:
     name = "checkpointer"
     labels = ()
     since = PG10
+    row_type = CheckpointerRow
 
     def query(self, version_num: int) -> str | None:
         return SQL_17 if version_num >= PG17 else SQL_BEFORE_17
 
-    def snapshot(self, rows: list[Row]) -> CheckpointerCounts | None:
+    def snapshot(self, rows: list[CheckpointerRow]) -> CheckpointerCounts | None:
         if not rows:
             return None
         row = rows[0]
-        return CheckpointerCounts(**{f: row[f] for f in CheckpointerCounts.__dataclass_fields__})
+        return CheckpointerCounts(
+            timed=row.timed,
+            requested=row.requested,
+            buffers_written=row.buffers_written,
+            buffers_clean=row.buffers_clean,
+            maxwritten_clean=row.maxwritten_clean,
+            start_time=row.start_time,
+        )
 
-    def collect(self, rows: list[Row], out: MetricSet) -> None:
+    def collect(self, rows: list[CheckpointerRow], out: MetricSet) -> None:
         for counter in COUNTERS:
             counter.publish_from(rows[0], out)

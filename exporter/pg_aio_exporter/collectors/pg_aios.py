@@ -5,11 +5,10 @@ A point-in-time view: only sampling well above the poll rate shows queue depth.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG18
 
@@ -24,10 +23,18 @@ SQL = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class AiosRow:
+    state: str
+    operation: str
+    n: int
+    bytes: float
+
+
 @dataclass
 class AiosSample:
     handles: Counter[tuple[str, str]] = field(default_factory=Counter)  # state, operation
-    bytes: Counter[str] = field(default_factory=Counter)  # operation
+    bytes: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))  # operation
 
     def per_operation(self) -> Counter[str]:
         total: Counter[str] = Counter()
@@ -36,11 +43,11 @@ class AiosSample:
         return total
 
 
-def summarize(rows: list[Row]) -> AiosSample:
+def summarize(rows: list[AiosRow]) -> AiosSample:
     sample = AiosSample()
     for row in rows:
-        sample.handles[(row["state"], row["operation"])] += row["n"]
-        sample.bytes[row["operation"]] += row["bytes"]
+        sample.handles[(row.state, row.operation)] += row.n
+        sample.bytes[row.operation] += row.bytes
     return sample
 
 
@@ -48,11 +55,12 @@ class PgAiosCollector:
     name = "pg_aios"
     since = PG18
     labels = ("state", "operation")
+    row_type = AiosRow
 
     def __init__(self) -> None:
         self.sampled = False  # AIO metrics stay absent until pg_aios was read once
         self.in_flight: Counter[tuple[str, str]] = Counter()
-        self.in_flight_bytes: Counter[str] = Counter()
+        self.in_flight_bytes: defaultdict[str, float] = defaultdict(float)
         self.max_in_flight: Counter[str] | None = None
         self.peak: Counter[str] = Counter()  # most handles in one sample, ever (the report's)
         self._window_max: Counter[str] = Counter()
@@ -60,7 +68,7 @@ class PgAiosCollector:
     def query(self, version_num: int) -> str | None:
         return SQL if version_num >= self.since else None
 
-    def observe(self, rows: list[Row], version_num: int) -> str | None:
+    def observe(self, rows: list[AiosRow], version_num: int) -> str | None:
         seen = summarize(rows)
         self.sampled = True
         self.in_flight.update(seen.handles)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pg_aio_exporter.collectors.base import Counter, Row, select
+from pg_aio_exporter.collectors.base import Counter, select
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG10, PG15
 
@@ -25,6 +25,18 @@ SQL = (
     " coalesce(extract(epoch FROM stats_reset), 0)::float8 AS stats_reset"
     " FROM pg_stat_database WHERE datname IS NOT NULL"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseRow:
+    datname: str
+    xact_commit: float
+    xact_rollback: float
+    blks_read: float
+    blks_hit: float
+    start_time: float
+    stats_reset: float  # epoch; 0: never reset
+
 
 # The reader's own transactions, counted exactly (the report leaves them out of the workload's):
 # a backend adds its transaction counts to pg_stat_database when it goes idle, at most once a
@@ -58,14 +70,14 @@ class DatabaseWork:
         return self.start_time == earlier.start_time and self.resets == earlier.resets
 
 
-def database_work(rows: list[Row]) -> DatabaseWork | None:
+def database_work(rows: list[DatabaseRow]) -> DatabaseWork | None:
     if not rows:
         return None
     return DatabaseWork(
-        transactions=sum(r["xact_commit"] + r["xact_rollback"] for r in rows),
-        blocks=sum(r["blks_read"] + r["blks_hit"] for r in rows),
-        start_time=rows[0]["start_time"],
-        resets=tuple(sorted((r["datname"], r["stats_reset"]) for r in rows)),
+        transactions=sum(r.xact_commit + r.xact_rollback for r in rows),
+        blocks=sum(r.blks_read + r.blks_hit for r in rows),
+        start_time=rows[0].start_time,
+        resets=tuple(sorted((r.datname, r.stats_reset) for r in rows)),
     )
 
 
@@ -73,14 +85,15 @@ class PgStatDatabaseCollector:
     name = "pg_stat_database"
     since = PG10
     labels = ("datname",)
+    row_type = DatabaseRow
 
     def query(self, version_num: int) -> str | None:
         return SQL
 
-    def snapshot(self, rows: list[Row]) -> DatabaseWork | None:
+    def snapshot(self, rows: list[DatabaseRow]) -> DatabaseWork | None:
         return database_work(rows)
 
-    def collect(self, rows: list[Row], out: MetricSet) -> None:
+    def collect(self, rows: list[DatabaseRow], out: MetricSet) -> None:
         for row in rows:
             for counter in COUNTERS:
-                counter.publish_from(row, out, datname=row["datname"])
+                counter.publish_from(row, out, datname=row.datname)

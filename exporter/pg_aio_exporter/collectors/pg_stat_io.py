@@ -7,8 +7,9 @@ blocks (io_combine_limit), which is why latency is exported per operation AND pe
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
-from pg_aio_exporter.collectors.base import Counter, Row, select
+from pg_aio_exporter.collectors.base import Counter, select
 from pg_aio_exporter.collectors.intervals import (
     IntervalOperation,
     LabelKey,
@@ -55,10 +56,40 @@ COUNTERS = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class IoRow:
+    """A row of the collector's SQL: the counters (COUNTERS), NULL where the operation does not
+    apply to the row, and what the interval math needs besides."""
+
+    backend_type: str
+    object: str
+    context: str
+    reads: float | None
+    read_bytes: float | None
+    read_time: float | None
+    writes: float | None
+    write_bytes: float | None
+    write_time: float | None
+    writebacks: float | None
+    writeback_time: float | None
+    extends: float | None
+    extend_bytes: float | None
+    extend_time: float | None
+    hits: float | None
+    evictions: float | None
+    reuses: float | None
+    fsyncs: float | None
+    fsync_time: float | None
+    stats_reset: float | None
+    track_io_timing: bool
+    start_time: float
+
+
 class PgStatIoCollector:
     name = "pg_stat_io"
     labels = IO_LABELS
     since = PG16
+    row_type = IoRow
 
     def __init__(self) -> None:
         self._previous: Snapshot | None = None
@@ -76,15 +107,15 @@ class PgStatIoCollector:
             " FROM pg_stat_io"
         )
 
-    def snapshot(self, rows: list[Row]) -> Snapshot | None:
+    def snapshot(self, rows: list[IoRow]) -> Snapshot | None:
         return read_snapshot(rows)
 
-    def collect(self, rows: list[Row], out: MetricSet) -> None:
+    def collect(self, rows: list[IoRow], out: MetricSet) -> None:
         for row in rows:
             labels = {
-                "backend_type": row["backend_type"],
-                "object": row["object"],
-                "context": row["context"],
+                "backend_type": row.backend_type,
+                "object": row.object,
+                "context": row.context,
             }
             for counter in COUNTERS:  # NULL: the operation does not apply to this row
                 counter.publish_from(row, out, **labels)
@@ -164,61 +195,56 @@ def collect_write_gauges(
             )
 
 
-def _key(row: Row) -> LabelKey:
+def _key(row: IoRow) -> LabelKey:
     # Kept until the next poll, for every target: one copy of each label string.
-    return (sys.intern(row["backend_type"]), sys.intern(row["object"]), sys.intern(row["context"]))
+    return (sys.intern(row.backend_type), sys.intern(row.object), sys.intern(row.context))
 
 
-def read_snapshot(rows: list[Row]) -> Snapshot | None:
+def read_snapshot(rows: list[IoRow]) -> Snapshot | None:
     """This poll's read counters, as the interval math takes them."""
     if not rows:
         return None
     counters: dict[LabelKey, ReadCounters] = {}
     for row in rows:
-        if row["reads"] is None or row["read_bytes"] is None or row["hits"] is None:
+        if row.reads is None or row.read_bytes is None or row.hits is None:
             continue
         counters[_key(row)] = ReadCounters(
-            reads=row["reads"],
-            read_bytes=row["read_bytes"],
-            read_time_ms=row["read_time"] or 0.0,
-            hits=row["hits"],
+            reads=row.reads,
+            read_bytes=row.read_bytes,
+            read_time_ms=row.read_time or 0.0,
+            hits=row.hits,
         )
-    resets = [row["stats_reset"] for row in rows if row["stats_reset"] is not None]
+    resets = [row.stats_reset for row in rows if row.stats_reset is not None]
     return Snapshot(
         rows=counters,
         stats_reset=max(resets) if resets else None,
-        start_time=rows[0]["start_time"],
-        track_io_timing=rows[0]["track_io_timing"],
+        start_time=rows[0].start_time,
+        track_io_timing=rows[0].track_io_timing,
         writes=write_counters(rows),
     )
 
 
-def write_counters(rows: list[Row]) -> dict[LabelKey, WriteCounters]:
+def write_counters(rows: list[IoRow]) -> dict[LabelKey, WriteCounters]:
     """This poll's write counters per row; a NULL cell (the operation does not apply to that
     row, e.g. fsyncs of bulkwrite) counts 0. Rows that can do none of them are left out, and so
     are PostgreSQL 18's `wal` rows: their times follow track_wal_io_timing, not
     track_io_timing, and the pg_stat_wal collector turns them into the WAL figures."""
     out: dict[LabelKey, WriteCounters] = {}
     for row in rows:
-        if row["object"] == WAL_OBJECT:
+        if row.object == WAL_OBJECT:
             continue
-        if all(row[c] is None for c in ("writes", "extends", "writebacks", "fsyncs")):
+        if all(n is None for n in (row.writes, row.extends, row.writebacks, row.fsyncs)):
             continue
         out[_key(row)] = WriteCounters(
-            *(
-                row[column] or 0.0
-                for column in (
-                    "writes",
-                    "write_bytes",
-                    "write_time",
-                    "extends",
-                    "extend_bytes",
-                    "extend_time",
-                    "writebacks",
-                    "writeback_time",
-                    "fsyncs",
-                    "fsync_time",
-                )
-            )
+            writes=row.writes or 0.0,
+            write_bytes=row.write_bytes or 0.0,
+            write_time_ms=row.write_time or 0.0,
+            extends=row.extends or 0.0,
+            extend_bytes=row.extend_bytes or 0.0,
+            extend_time_ms=row.extend_time or 0.0,
+            writebacks=row.writebacks or 0.0,
+            writeback_time_ms=row.writeback_time or 0.0,
+            fsyncs=row.fsyncs or 0.0,
+            fsync_time_ms=row.fsync_time or 0.0,
         )
     return out

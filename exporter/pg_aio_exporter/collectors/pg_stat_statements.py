@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from pg_aio_exporter.collectors.base import Counter, Row
+from pg_aio_exporter.collectors.base import Counter
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG13, PG14, PG17
 
@@ -132,16 +132,40 @@ def _columns(version_num: int) -> str:
     )
 
 
-def counters(row: Row) -> StatementCounters:
+@dataclass(frozen=True, slots=True)
+class StatementRow:
+    """A row of either query of the collector (_columns() and the fields after them). Its
+    fields with defaults are those only one of the two selects: the exporter's totals carry
+    `dealloc`, the report's rows the text and the names. `statements`: how many statements
+    the row stands for (tests/fixtures' recorded totals are sums, with their count)."""
+
+    calls: float | None
+    exec_time: float | None
+    rows: float | None
+    blocks_read: float | None
+    blocks_hit: float | None
+    read_time: float | None
+    exec_squares: float | None
+    userid: int | None = None
+    dbid: int | None = None
+    queryid: int | None = None
+    dealloc: float | None = None
+    query: str | None = None
+    datname: str | None = None
+    rolname: str | None = None
+    statements: int = 1
+
+
+def counters(row: StatementRow) -> StatementCounters:
     """A row's counts in base units (pg_stat_statements times are milliseconds)."""
     return StatementCounters(
-        calls=row["calls"] or 0.0,
-        exec_seconds=(row["exec_time"] or 0.0) / 1000.0,
-        rows=row["rows"] or 0.0,
-        blocks_read=row["blocks_read"] or 0.0,
-        blocks_hit=row["blocks_hit"] or 0.0,
-        read_seconds=(row["read_time"] or 0.0) / 1000.0,
-        exec_squares=(row["exec_squares"] or 0.0) / 1e6,
+        calls=row.calls or 0.0,
+        exec_seconds=(row.exec_time or 0.0) / 1000.0,
+        rows=row.rows or 0.0,
+        blocks_read=row.blocks_read or 0.0,
+        blocks_hit=row.blocks_hit or 0.0,
+        read_seconds=(row.read_time or 0.0) / 1000.0,
+        exec_squares=(row.exec_squares or 0.0) / 1e6,
     )
 
 
@@ -175,8 +199,8 @@ COUNTERS = (
 _Key = tuple[int | None, int | None, int | None]
 
 
-def _key(row: Row) -> _Key:
-    return row.get("userid"), row.get("dbid"), row.get("queryid")
+def _key(row: StatementRow) -> _Key:
+    return row.userid, row.dbid, row.queryid
 
 
 class PgStatStatementsCollector:
@@ -186,6 +210,7 @@ class PgStatStatementsCollector:
     name = "pg_stat_statements"
     since = PG13
     labels: tuple[str, ...] = ()
+    row_type = StatementRow
 
     def __init__(self, per_statement: bool = False) -> None:
         self.per_statement = per_statement
@@ -219,13 +244,13 @@ class PgStatStatementsCollector:
     def absent(self, exc: Exception) -> str | None:
         return absent_reason(exc)
 
-    def snapshot(self, rows: list[Row]) -> Statements | None:
+    def snapshot(self, rows: list[StatementRow]) -> Statements | None:
         """The report's per-statement view of this poll (None from the totals' rows)."""
         if not self.per_statement:
             return None
         return Statements(statements(rows), hidden(rows))
 
-    def collect(self, rows: list[Row], out: MetricSet) -> None:
+    def collect(self, rows: list[StatementRow], out: MetricSet) -> None:
         now: dict[_Key, StatementCounters] = {}
         grown = NO_STATEMENTS
         for row in rows:
@@ -240,9 +265,9 @@ class PgStatStatementsCollector:
         out.gauge(
             f"{PREFIX}_entries",
             "Statements pg_stat_statements holds (pg_stat_statements.max bounds it).",
-            float(sum(row.get("statements", 1) for row in rows)),
+            float(sum(row.statements for row in rows)),
         )
-        dealloc = rows[0].get("dealloc") if rows else None
+        dealloc = rows[0].dealloc if rows else None
         if dealloc is not None:
             out.counter(
                 f"{PREFIX}_deallocations",
@@ -268,16 +293,16 @@ class Statement:
         return fingerprint(self.text), self.database, self.user
 
 
-def statements(rows: list[Row]) -> dict[StatementKey, Statement]:
+def statements(rows: list[StatementRow]) -> dict[StatementKey, Statement]:
     """The per-statement rows of one poll, by key; rows whose text this role may not see (no
     pg_read_all_stats) and the exporter's own statements are left out. Statements whose texts
     normalise alike (a list of 3 and of 4 constants on 17) are summed."""
     out: dict[StatementKey, Statement] = {}
     for row in rows:
-        text = row["query"]
+        text = row.query
         if text is None or text == HIDDEN_TEXT or OWN_STATEMENTS.match(text):
             continue
-        stmt = Statement(row["datname"] or "", row["rolname"] or "", text, counters(row))
+        stmt = Statement(row.datname or "", row.rolname or "", text, counters(row))
         seen = out.get(stmt.key)
         if seen is not None:
             stmt = Statement(stmt.database, stmt.user, seen.text, seen.counters + stmt.counters)
@@ -285,9 +310,9 @@ def statements(rows: list[Row]) -> dict[StatementKey, Statement]:
     return out
 
 
-def hidden(rows: list[Row]) -> int:
+def hidden(rows: list[StatementRow]) -> int:
     """Statements whose text this role may not see (it needs pg_read_all_stats)."""
-    return sum(1 for row in rows if row["query"] in (None, HIDDEN_TEXT))
+    return sum(1 for row in rows if row.query in (None, HIDDEN_TEXT))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ checkpointer), so the rows are summed. Times are measured only with track_wal_io
 
 from __future__ import annotations
 
-from pg_aio_exporter.collectors.base import Counter, Row, select
+from dataclasses import dataclass
+
+from pg_aio_exporter.collectors.base import Counter, select
 from pg_aio_exporter.collectors.intervals import (
     WalCounters,
     WalSnapshot,
@@ -98,25 +100,42 @@ SQL_BEFORE_18 = sql(PG14)
 SQL_18 = sql(PG18)
 
 
-def wal_snapshot(rows: list[Row]) -> WalSnapshot | None:
+@dataclass(frozen=True, slots=True)
+class WalRow:
+    """The row of the collector's SQL: COUNTERS, the same names on every version."""
+
+    start_time: float
+    track_wal_io_timing: bool
+    records: float
+    fpi: float
+    wal_bytes: float
+    buffers_full: float
+    writes: float
+    write_time: float
+    syncs: float
+    sync_time: float
+    stats_reset: float | None
+
+
+def wal_snapshot(rows: list[WalRow]) -> WalSnapshot | None:
     """This poll's WAL counters, as the interval math takes them."""
     if not rows:
         return None
     row = rows[0]
     return WalSnapshot(
         WalCounters(
-            writes=row["writes"],
-            write_time_ms=row["write_time"],
-            syncs=row["syncs"],
-            sync_time_ms=row["sync_time"],
-            records=row["records"],
-            fpi=row["fpi"],
-            wal_bytes=row["wal_bytes"],
-            buffers_full=row["buffers_full"],
+            writes=row.writes,
+            write_time_ms=row.write_time,
+            syncs=row.syncs,
+            sync_time_ms=row.sync_time,
+            records=row.records,
+            fpi=row.fpi,
+            wal_bytes=row.wal_bytes,
+            buffers_full=row.buffers_full,
         ),
-        stats_reset=row["stats_reset"],
-        start_time=row["start_time"],
-        track_wal_io_timing=row["track_wal_io_timing"],
+        stats_reset=row.stats_reset,
+        start_time=row.start_time,
+        track_wal_io_timing=row.track_wal_io_timing,
     )
 
 
@@ -124,6 +143,7 @@ class PgStatWalCollector:
     name = "pg_stat_wal"
     labels = ()
     since = PG14
+    row_type = WalRow
 
     def __init__(self) -> None:
         self._previous: WalSnapshot | None = None
@@ -133,10 +153,10 @@ class PgStatWalCollector:
             return None
         return SQL_18 if version_num >= PG18 else SQL_BEFORE_18
 
-    def snapshot(self, rows: list[Row]) -> WalSnapshot | None:
+    def snapshot(self, rows: list[WalRow]) -> WalSnapshot | None:
         return wal_snapshot(rows)
 
-    def collect(self, rows: list[Row], out: MetricSet) -> None:
+    def collect(self, rows: list[WalRow], out: MetricSet) -> None:
         snapshot = wal_snapshot(rows)
         if snapshot is None:
             return

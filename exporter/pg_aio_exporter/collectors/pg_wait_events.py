@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG17
 from pg_aio_exporter.vocabulary import WAIT_EVENT_CLASSES
@@ -23,12 +22,18 @@ from pg_aio_exporter.vocabulary import WAIT_EVENT_CLASSES
 SQL = "SELECT type, name FROM pg_wait_events"
 
 
-def classes(rows: list[Row]) -> dict[str, str]:
+@dataclass(frozen=True, slots=True)
+class WaitEventRow:
+    type: str
+    name: str
+
+
+def classes(rows: list[WaitEventRow]) -> dict[str, str]:
     """Event name -> class from the view's rows. A name in two classes (LWLock and IPC both
     have SyncRep) keeps the first; the report names none of those."""
     found: dict[str, str] = {}
     for row in rows:
-        found.setdefault(row["name"], row["type"])
+        found.setdefault(row.name, row.type)
     return found
 
 
@@ -49,12 +54,13 @@ class PgWaitEventsCollector:
     name = "pg_wait_events"
     since = PG17
     labels: tuple[str, ...] = ()
+    row_type = WaitEventRow
 
     def query(self, version_num: int) -> str | None:
         return SQL if version_num >= PG17 else None
 
-    def snapshot(self, rows: list[Row]) -> WaitClasses:
+    def snapshot(self, rows: list[WaitEventRow]) -> WaitClasses:
         return WaitClasses(classes(rows))
 
-    def collect(self, rows: list[Row], out: MetricSet) -> None:
+    def collect(self, rows: list[WaitEventRow], out: MetricSet) -> None:
         """No series: the report reads the snapshot from its tap."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG10, PG18
 
@@ -13,6 +12,13 @@ SQL = (
     " current_setting('server_version_num')::int AS version_num,"
     " extract(epoch FROM pg_postmaster_start_time())::float8 AS start_time"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ServerRow:
+    version: str
+    version_num: int
+    start_time: float
 
 
 @dataclass(frozen=True)
@@ -27,29 +33,30 @@ class ServerCollector:
     name = "server"
     since = PG10
     labels = ("version", "version_num")
+    row_type = ServerRow
 
     def query(self, version_num: int) -> str | None:
         return SQL
 
-    def snapshot(self, rows: list[Row]) -> ServerVersion:
-        return ServerVersion(rows[0]["version"], rows[0]["version_num"])
+    def snapshot(self, rows: list[ServerRow]) -> ServerVersion:
+        return ServerVersion(rows[0].version, rows[0].version_num)
 
-    def collect(self, rows: list[Row], out: MetricSet) -> None:
+    def collect(self, rows: list[ServerRow], out: MetricSet) -> None:
         row = rows[0]
         out.gauge(
             "pg_server_info",
             "PostgreSQL server version.",
             1.0,
-            version=row["version"],
-            version_num=str(row["version_num"]),
+            version=row.version,
+            version_num=str(row.version_num),
         )
         out.gauge(
             "pg_postmaster_start_time_seconds",
             "Postmaster start time, epoch seconds.",
-            row["start_time"],
+            row.start_time,
         )
         out.gauge(
             "pg_aio_supported",
             "1 when the server has asynchronous I/O (PG 18+).",
-            1.0 if row["version_num"] >= PG18 else 0.0,
+            1.0 if row.version_num >= PG18 else 0.0,
         )

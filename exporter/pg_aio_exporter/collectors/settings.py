@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pg_aio_exporter.collectors.base import Row
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG10
 
@@ -86,6 +85,16 @@ def sql() -> str:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class SettingRow:
+    name: str
+    setting: str
+    unit: str | None
+    vartype: str
+    enumvals: list[str] | None
+    pending_restart: bool
+
+
 def setting_value(setting: str, unit: str | None, vartype: str) -> float:
     """A pg_settings value in base units: bools 0/1, memory in bytes, time in seconds."""
     if vartype == "bool":
@@ -109,19 +118,21 @@ class SettingsFacts:
     pending_restart: tuple[str, ...]
 
 
-def settings_facts(rows: list[Row]) -> SettingsFacts:
+def settings_facts(rows: list[SettingRow]) -> SettingsFacts:
     values: dict[str, float] = {}
-    io_method, io_methods, pending = None, (), []
+    io_method: str | None = None
+    io_methods: tuple[str, ...] = ()
+    pending: list[str] = []
     aio_settings = by_name()
     for row in rows:
-        name = row["name"]
-        if row["pending_restart"]:
+        name = row.name
+        if row.pending_restart:
             pending.append(name)
         if name in aio_settings:
             key = aio_settings[name].key
-            values[key] = setting_value(row["setting"], row["unit"], row["vartype"])
+            values[key] = setting_value(row.setting, row.unit, row.vartype)
         elif name == "io_method":
-            io_method, io_methods = row["setting"], tuple(row["enumvals"] or [row["setting"]])
+            io_method, io_methods = row.setting, tuple(row.enumvals or [row.setting])
     return SettingsFacts(values, io_method, io_methods, tuple(sorted(pending)))
 
 
@@ -129,18 +140,19 @@ class SettingsCollector:
     name = "settings"
     since = PG10
     labels = ("name", *ENUM_SETTINGS)
+    row_type = SettingRow
 
     def query(self, version_num: int) -> str | None:
         return sql()
 
-    def snapshot(self, rows: list[Row]) -> SettingsFacts:
+    def snapshot(self, rows: list[SettingRow]) -> SettingsFacts:
         return settings_facts(rows)
 
-    def collect(self, rows: list[Row], out: MetricSet) -> None:
+    def collect(self, rows: list[SettingRow], out: MetricSet) -> None:
         settings = by_name()
         for row in rows:
-            name = row["name"]
-            if row["pending_restart"]:
+            name = row.name
+            if row.pending_restart:
                 out.gauge(
                     "pg_settings_pending_restart",
                     "1 where an edited setting awaits a server restart.",
@@ -151,14 +163,14 @@ class SettingsCollector:
                 out.gauge(
                     settings[name].metric,
                     f"PostgreSQL setting {name} (base units).",
-                    setting_value(row["setting"], row["unit"], row["vartype"]),
+                    setting_value(row.setting, row.unit, row.vartype),
                 )
             elif name in ENUM_SETTINGS:
                 metric = ENUM_SETTINGS[name]
-                for allowed in row["enumvals"] or [row["setting"]]:
+                for allowed in row.enumvals or [row.setting]:
                     out.gauge(
                         metric,
                         f"PostgreSQL setting {name}: 1 for the active value.",
-                        1.0 if allowed == row["setting"] else 0.0,
+                        1.0 if allowed == row.setting else 0.0,
                         **{name: allowed},
                     )

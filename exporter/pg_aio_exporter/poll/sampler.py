@@ -14,15 +14,17 @@ rolls again (they would describe an interval that is over).
 
 from __future__ import annotations
 
+from typing import Any
+
 from pg_aio_exporter.collectors import registry
-from pg_aio_exporter.collectors.base import Row, SampleCollector
+from pg_aio_exporter.collectors.base import SampleCollector
 from pg_aio_exporter.expose.metricset import MetricSet
 
 Failure = tuple[str, Exception]
 
 
 class Sampler:
-    def __init__(self, collectors: list[SampleCollector] | None = None) -> None:
+    def __init__(self, collectors: list[SampleCollector[Any]] | None = None) -> None:
         self.samples = 0
         self.collectors = registry.sample_collectors() if collectors is None else collectors
         # Collectors without gauges: the last roll_window raised, or the window it closed
@@ -32,16 +34,22 @@ class Sampler:
         self._unobserved: set[str] = set()  # observe raised on the last sample
 
     def observe(
-        self, answered: list[tuple[SampleCollector, list[Row]]], version_num: int
-    ) -> tuple[list[tuple[SampleCollector, str | None]], list[Failure]]:
-        """Count one sample and fold it into each collector that answered: (collector, what
-        was hidden from this role) for those that took it, and the failures of the others."""
+        self,
+        answered: list[tuple[SampleCollector[Any], list[Any] | Exception]],
+        version_num: int,
+    ) -> tuple[list[tuple[SampleCollector[Any], str | None]], list[Failure]]:
+        """Count one sample and fold it into each collector that answered, with its rows (of its
+        row_type, or why they could not be read into it: a failure of its observe): (collector,
+        what was hidden from this role) for those that took it, and the failures of the
+        others."""
         self.samples += 1
-        observed: list[tuple[SampleCollector, str | None]] = []
+        observed: list[tuple[SampleCollector[Any], str | None]] = []
         failures: list[Failure] = []
         self._unobserved.clear()
         for collector, rows in answered:
             try:
+                if isinstance(rows, Exception):
+                    raise rows  # its rows did not fit its row type
                 observed.append((collector, collector.observe(rows, version_num)))
             except Exception as exc:
                 self._unobserved.add(collector.name)

@@ -1,17 +1,21 @@
-"""The psycopg mechanics of one target's session: bounded waits, one-round-trip batches,
-statements prepared once per connection."""
+"""The psycopg mechanics of one target's session: bounded waits, one-round-trip batches whose
+statements each read their rows in their own shape, statements prepared once per connection."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import psycopg
+from psycopg.rows import AsyncRowFactory, TupleRow
 
-from pg_aio_exporter.collectors.base import Row
-
-Connection = psycopg.AsyncConnection[Row]
+# Rows come in the shape each statement asks for (its row factory), none by default.
+Connection = psycopg.AsyncConnection[TupleRow]
+# What to send, and what each row of its answer is read into (psycopg.rows.class_row of a
+# collector's row type).
+Statement = tuple[str, AsyncRowFactory[Any]]
 # Slack on top of the server-side timeouts, for a server that never answers at all.
 CLIENT_TIMEOUT_SLACK = 1.0
 # psycopg (3.3, AsyncConnection.wait) answers a cancelled statement by sending the server a
@@ -48,33 +52,48 @@ async def client_timeout(seconds: float) -> AsyncIterator[None]:
         handle.cancel()
 
 
-async def run_pipelined(conn: Connection, queries: Sequence[str]) -> list[list[Row] | Exception]:
-    """All queries in one round trip; if one fails, rerun them singly to know which."""
+async def run_pipelined(
+    conn: Connection, statements: Sequence[Statement]
+) -> list[list[Any] | Exception]:
+    """All statements in one round trip, each answer's rows read by its own row factory; if one
+    fails, rerun them singly to know which. A statement's result is its rows, or its failure:
+    a psycopg.Error from the server, or any other exception its row factory raised."""
     try:
         async with conn.pipeline():
             cursors = []
-            for query in queries:
+            for query, rows in statements:
                 try:
-                    cursors.append(await conn.execute(query))
+                    cursors.append(await conn.cursor(row_factory=rows).execute(query))
                 except psycopg.Error:
                     # Leave the block without an exception: psycopg logs "error ignored
                     # terminating" (a warning on stderr) when the pipeline's end fails too
                     # while one propagates. The end raises the pipeline's error itself.
                     break
-        if len(cursors) == len(queries):
-            return [await cur.fetchall() for cur in cursors]
+        if len(cursors) == len(statements):
+            return [await _rows(cur) for cur in cursors]
     except psycopg.Error:
         if conn.closed or conn.broken:
             raise
-    results: list[list[Row] | Exception] = []
-    for query in queries:
+    results: list[list[Any] | Exception] = []
+    for query, rows in statements:
         try:
-            results.append(await (await conn.execute(query)).fetchall())
+            results.append(await _rows(await conn.cursor(row_factory=rows).execute(query)))
         except psycopg.Error as exc:
             if conn.closed or conn.broken:
                 raise
             results.append(exc)
     return results
+
+
+async def _rows(cursor: psycopg.AsyncCursor[Any]) -> list[Any] | Exception:
+    """The cursor's rows, or why its row factory could not read them (a row type that does not
+    fit its statement's columns: a bug of the one collector, not of the round trip)."""
+    try:
+        return await cursor.fetchall()
+    except psycopg.Error:
+        raise
+    except Exception as exc:
+        return exc
 
 
 async def prepare(conn: Connection, queries: Sequence[str]) -> dict[str, str]:

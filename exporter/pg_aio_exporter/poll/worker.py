@@ -20,10 +20,16 @@ from typing import Any, Protocol, TypeVar
 
 import psycopg
 from psycopg.conninfo import make_conninfo
-from psycopg.rows import dict_row
+from psycopg.rows import class_row, tuple_row
 
 from pg_aio_exporter.collectors import registry
-from pg_aio_exporter.collectors.base import Collector, MayBeAbsent, PollCollector, Row, Snapshots
+from pg_aio_exporter.collectors.base import (
+    Collector,
+    MayBeAbsent,
+    PollCollector,
+    SampleCollector,
+    Snapshots,
+)
 from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.metricset import MetricSet
@@ -121,7 +127,7 @@ class TargetWorker:
         collectors: Collection[str] | None = None,
         tap: Tap | None = None,
         logger: logging.Logger = log,
-        poll_collectors: list[PollCollector] | None = None,
+        poll_collectors: list[PollCollector[Any]] | None = None,
         closing_statement: Callable[[int], str | None] | None = None,
     ) -> None:
         """`exposition` None publishes nothing (the report reads the tap only);
@@ -140,7 +146,7 @@ class TargetWorker:
         self._tap = tap
         self._closing_statement = closing_statement
         self._base_labels = {"target": target.name, **target.labels}
-        self._collectors: list[PollCollector] = (
+        self._collectors: list[PollCollector[Any]] = (
             registry.poll_collectors(collectors) if poll_collectors is None else poll_collectors
         )
         sampled = registry.sample_collectors(collectors) if sample_interval else []
@@ -270,7 +276,7 @@ class TargetWorker:
             # ("prepared statement _pg3_0 does not exist") until a reconnect
             # (docs/reliability.md). prepare() does it instead, outside any pipeline.
             conn = await psycopg.AsyncConnection.connect(
-                conninfo, autocommit=True, row_factory=dict_row, prepare_threshold=None
+                conninfo, autocommit=True, prepare_threshold=None
             )
             try:
                 version = conn.info.server_version
@@ -293,7 +299,7 @@ class TargetWorker:
 
     def _queries(self, version: int) -> list[str]:
         """Every statement this server version gets, polls and samples."""
-        collectors: list[Collector] = [*self._collectors]
+        collectors: list[Collector[Any]] = [*self._collectors]
         if self._sampler is not None:
             collectors += self._sampler.collectors
         flush = self._own_flush(version)
@@ -380,7 +386,7 @@ class TargetWorker:
         self._succeeded("connection")
         all_ok = True
         for (collector, _), result in zip(runnable, results, strict=True):
-            if isinstance(result, Exception):
+            if isinstance(result, psycopg.Error):
                 if not self._note_absent(collector, result):
                     all_ok = False
                     self._record_failure(collector.name, result)
@@ -390,6 +396,8 @@ class TargetWorker:
             collected = time.perf_counter()
             own_set = MetricSet(self._base_labels)
             try:
+                if isinstance(result, Exception):
+                    raise result  # its rows did not fit its row type
                 collector.collect(result, own_set)
                 snapshot = (
                     collector.snapshot(result)
@@ -415,7 +423,7 @@ class TargetWorker:
         self._publish("poll", out)
         return True
 
-    def _note_absent(self, collector: PollCollector, exc: Exception) -> bool:
+    def _note_absent(self, collector: PollCollector[Any], exc: Exception) -> bool:
         """Whether `exc` says the collector's view is not there: then one log line when that
         starts, a note to the tap, no error counted, and the view is left alone until
         ABSENT_RETRY."""
@@ -456,10 +464,10 @@ class TargetWorker:
             return False
         self._self.sample_duration.labels(self.target.name).observe(time.perf_counter() - started)
         self._succeeded("connection")
-        answered = []
+        answered: list[tuple[SampleCollector[Any], list[Any] | Exception]] = []
         void = False
         for (collector, _), result in zip(runnable, results, strict=True):
-            if isinstance(result, Exception):
+            if isinstance(result, psycopg.Error):
                 self._record_failure(collector.name, result, what="sample")
                 void = void or error_kind(result) != "privilege"
             else:
@@ -483,13 +491,15 @@ class TargetWorker:
 
     async def _round_trip(
         self, conn: Connection, runnable: list[tuple[C, str]]
-    ) -> list[list[Row] | Exception]:
-        """The collectors' statements in one round trip, their results in order."""
-        queries = [self._statements[sql] for _, sql in runnable]
+    ) -> list[list[Any] | Exception]:
+        """The collectors' statements in one round trip, their results in order: each
+        collector's rows of its row_type."""
+        statements = [(self._statements[sql], class_row(c.row_type)) for c, sql in runnable]
         flush = self._own_flush(conn.info.server_version)
         if flush is not None:
-            return (await run_pipelined(conn, [*queries, self._statements[flush]]))[: len(queries)]
-        return await run_pipelined(conn, queries)
+            closing = (self._statements[flush], tuple_row)
+            return (await run_pipelined(conn, [*statements, closing]))[: len(statements)]
+        return await run_pipelined(conn, statements)
 
     def _roll_window(self) -> None:
         if self._sampler is not None:
@@ -509,7 +519,7 @@ class TargetWorker:
             self._exposition.publish(self.target.name, part, out.families())
 
 
-C = TypeVar("C", bound=Collector)
+C = TypeVar("C", bound=Collector[Any])
 
 
 def _runnable(collectors: list[C], version: int) -> list[tuple[C, str]]:
