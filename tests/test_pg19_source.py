@@ -191,6 +191,6 @@ def test_buffer_waits_are_counted_in_their_own_class_not_as_reads():
     assert seen.active_sessions() == 8
     # A server that put an event the report names in another class is followed: the sampled
     # AioIoCompletion waits are reads only while the catalogue says IO.
-    events = seen.wait_events.events - {("IO", "AioIoCompletion")} | {("IPC", "AioIoCompletion")}
-    moved = replace(seen, wait_events=pg_wait_events.WaitEvents(events))
+    elsewhere = seen.wait_events.events - {("IO", "AioIoCompletion")} | {("IPC", "AioIoCompletion")}
+    moved = replace(seen, wait_events=pg_wait_events.WaitEvents(elsewhere))
     assert moved.read_wait_sessions(events) == 0

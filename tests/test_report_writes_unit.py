@@ -144,12 +144,14 @@ def test_storage_saturated_by_writes_names_writes_in_the_verdict():
     assert "Writes are slow" in judge(one, T).verdict.storage
 
 
-def test_write_waits_count_by_the_servers_own_names():
+def test_write_waits_count_by_the_servers_own_names() -> None:
     """PostgreSQL 14-16 name the WAL I/O waits IO/WALSync, IO/WALWrite; 17 renamed them
     IO/WalSync, IO/WalWrite. The shipped list (the rules' too) has both; the report counts a
     server's own (16 has no pg_wait_events: by its version): 1.5 sessions syncing WAL at 20 ms
     a sync are saturation on 16 as on 18, and the other version's name counts nothing."""
-    shipped = replace(T, writes=load().writes)
+    limits = load().writes
+    assert limits is not None
+    shipped = replace(T, writes=limits)
     for version, version_num, own, other in (
         ("16.14", 160014, "WALSync", "WalSync"),
         ("18.6", 180006, "WalSync", "WALSync"),
@@ -160,7 +162,7 @@ def test_write_waits_count_by_the_servers_own_names():
             named = server_events(facts.version_num, None)
             act = activity(waits=waits, wait_events=named)
             s = summary(act=act, facts=facts, writes=window(w=wal(ms_each=20.0)))
-            assert writes.write_wait_sessions(act, shipped.writes) == (
+            assert writes.write_wait_sessions(act, limits) == (
                 {f"IO/{name}": 1.5} if sessions else {}
             ), (version, name)
             found = {f.id: f for f in judge(s, shipped).findings}

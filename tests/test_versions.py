@@ -190,7 +190,7 @@ def sample_waits(dsn: str, stop: threading.Event, seen: Counter[tuple[str, str]]
             time.sleep(0.01)
 
 
-def test_write_waits_count_by_the_names_the_server_reports(stack: Stack):
+def test_write_waits_count_by_the_names_the_server_reports(stack: Stack) -> None:
     """Real WAL sync waits (commits under 100 ms fsyncs): the report counts them by the names
     the server reports in pg_stat_activity (16: IO/WALSync, 17+: IO/WalSync), which it takes
     from pg_wait_events where the server has one (read once per connection), else by version,
