@@ -73,6 +73,7 @@ class Stack:
         self.server.start()
         create_table(self.server.dsn(), 32)
         self.obs = observer(self.server.dsn())
+        self.started = time.time()
         self.exporter = Exporter(
             "--dsn", self.server.dsn(), "--poll-interval", f"{POLL}s", "--sample-interval", "200ms"
         )
@@ -110,7 +111,9 @@ def test_interval_gauges_and_read_size(stack: Stack):
 
 
 def test_aio_metrics_only_where_aio_exists(stack: Stack):
-    scraped = stack.exporter.wait_poll(after=0.0)  # any poll: the last one will do
+    # Any poll after a whole poll window (the gauges need one): after the tests before it, the
+    # last one, without waiting for another.
+    scraped = stack.exporter.wait_poll(after=stack.started + POLL)
     version = next(iter(scraped["pg_server_info"]))
     assert dict(version)["version"].startswith(stack.major)
     assert scraped["pg_up"][T] == 1
