@@ -55,7 +55,7 @@ def sampled(scenario: str) -> tuple[activity.ActivityCollector, Activity]:
     seen = Activity(
         samples=case["repeat"],
         sample_interval=1.0,
-        wait_classes=pg_wait_events.classes(
+        wait_events=pg_wait_events.PgWaitEventsCollector().snapshot(
             typed(pg_wait_events.WaitEventRow, data["pg_wait_events"])
         ),
         **collector.totals(),
@@ -168,19 +168,21 @@ def test_a_busy_pool_below_io_max_workers_is_growing_on_19_and_too_small_on_18()
 
 
 def test_wait_classes_come_from_the_server() -> None:
-    catalogue = pg_wait_events.classes(
+    server = pg_wait_events.PgWaitEventsCollector().snapshot(
         typed(pg_wait_events.WaitEventRow, source()["pg_wait_events"])
     )
     # 19's class Buffer (BufferPin and LWLock/BufferContent before), and WaitForWal* in IPC.
-    assert {e for e, c in catalogue.items() if c == "Buffer"} == {
+    assert {e for c, e in server.events if c == "Buffer"} == {
         "BufferCleanup",
         "BufferShared",
         "BufferShareExclusive",
         "BufferExclusive",
     }
-    assert pg_wait_events.class_of("WaitForWalFlush", catalogue) == "IPC"
-    assert pg_wait_events.class_of("BufferExclusive", {}) is None  # 16's fixed table: unknown
-    assert pg_wait_events.class_of("DataFileRead", {}) == "IO"
+    assert server.named({"WaitForWalFlush"}) == {("IPC", "WaitForWalFlush")}
+    assert pg_wait_events.server_events(190000, server) == server  # the view, where read
+    by_version = pg_wait_events.server_events(160000, None)  # 16: the package's own table
+    assert by_version.named({"BufferExclusive"}) == frozenset()
+    assert by_version.named({"DataFileRead"}) == {("IO", "DataFileRead")}
     assert pg_wait_events.PgWaitEventsCollector().query(160000) is None
 
 
@@ -195,5 +197,6 @@ def test_buffer_waits_are_counted_in_their_own_class_not_as_reads() -> None:
     assert seen.active_sessions() == 8
     # A server that put an event the report names in another class is followed: the sampled
     # AioIoCompletion waits are reads only while the catalogue says IO.
-    moved = replace(seen, wait_classes={**seen.wait_classes, "AioIoCompletion": "IPC"})
+    elsewhere = seen.wait_events.events - {("IO", "AioIoCompletion")} | {("IPC", "AioIoCompletion")}
+    moved = replace(seen, wait_events=pg_wait_events.WaitEvents(elsewhere))
     assert moved.read_wait_sessions(events) == 0

@@ -27,6 +27,7 @@ from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.collectors.activity import ActivityCollector, ActivityRow
 from pg_aio_exporter.collectors.base import PollCollector, Snapshots
 from pg_aio_exporter.collectors.intervals import ReadCounters
+from pg_aio_exporter.collectors.pg_wait_events import server_events
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.poll.sampler import Sampler
 from pg_aio_exporter.report.outcome import judge
@@ -279,6 +280,7 @@ def summary(rates: Rates, minutes: int, *, resets: tuple[float, ...] = ()) -> Su
             io_workers=rates.workers,
             io_worker_slots=rates.workers * samples,
             io_worker_busy=round(rates.busy * samples),
+            wait_events=server_events(version[1], None),
         ),
         resets=resets,
     )

@@ -18,6 +18,7 @@ import pytest
 from pg_aio_exporter import thresholds
 from pg_aio_exporter.collectors.activity import WaitKey
 from pg_aio_exporter.collectors.intervals import LabelKey, ReadCounters, ReadWindow, Snapshot
+from pg_aio_exporter.collectors.pg_wait_events import server_events
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.report import document, text, units, writes
 from pg_aio_exporter.report.findings import CHECKS, Finding
@@ -93,7 +94,11 @@ def server(**changes: Any) -> ServerFacts:
 
 def activity(samples: int = 100, waits: dict[WaitKey, int] | None = None, **more: Any) -> Activity:
     """By default three io workers, idle in every sample."""
-    facts: dict[str, Any] = {"io_workers": 3, "io_worker_slots": 3 * samples}
+    facts: dict[str, Any] = {
+        "io_workers": 3,
+        "io_worker_slots": 3 * samples,
+        "wait_events": server_events(180006, None),  # server()'s 18.6
+    }
     facts.update(more)
     return Activity(samples, 1.0, waits or {}, **facts)
 

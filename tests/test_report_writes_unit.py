@@ -20,13 +20,14 @@ from pg_aio_exporter.collectors.intervals import (
     WalWindow,
     WriteCounters,
 )
-from pg_aio_exporter.report import document, text
+from pg_aio_exporter.collectors.pg_wait_events import server_events
+from pg_aio_exporter.report import document, text, writes
 from pg_aio_exporter.report.findings import Finding
 from pg_aio_exporter.report.outcome import judge
 from pg_aio_exporter.report.summary import Summary
 from pg_aio_exporter.report.written import Checkpoints, Writes
 from pg_aio_exporter.thresholds import WriteThresholds, load
-from test_report_unit import KB, MS, activity, reads, summary
+from test_report_unit import KB, MS, activity, reads, server, summary
 from test_report_unit import T as READ_T
 
 pytestmark = pytest.mark.unit
@@ -144,18 +145,29 @@ def test_storage_saturated_by_writes_names_writes_in_the_verdict() -> None:
     assert "Writes are slow" in judge(one, T).verdict.storage
 
 
-def test_write_waits_count_by_the_names_of_16_and_of_17() -> None:
+def test_write_waits_count_by_the_servers_own_names() -> None:
     """PostgreSQL 14-16 name the WAL I/O waits IO/WALSync, IO/WALWrite; 17 renamed them
-    IO/WalSync, IO/WalWrite. The shipped list (the rules' too) has both: 1.5 sessions syncing
-    WAL at 20 ms a sync are saturation on 16 as on 18; a name it lacked would count 0."""
-    shipped = replace(T, writes=load().writes)
-    for version, sync in ((16, "WALSync"), (18, "WalSync")):
-        waits = {("client backend", "IO", sync): 150}
-        s = summary(act=activity(waits=waits), writes=window(w=wal(ms_each=20.0)))
-        found = {f.id: f for f in judge(s, shipped).findings}
-        assert "storage_saturated_by_writes" in found, version
-        evidence = found["storage_saturated_by_writes"].evidence
-        assert evidence["write_wait_sessions"] == pytest.approx(1.5), version
+    IO/WalSync, IO/WalWrite. The shipped list (the rules' too) has both; the report counts a
+    server's own (16 has no pg_wait_events: by its version): 1.5 sessions syncing WAL at 20 ms
+    a sync are saturation on 16 as on 18, and the other version's name counts nothing."""
+    limits = load().writes
+    assert limits is not None
+    shipped = replace(T, writes=limits)
+    for version, version_num, own, other in (
+        ("16.14", 160014, "WALSync", "WalSync"),
+        ("18.6", 180006, "WalSync", "WALSync"),
+    ):
+        facts = server(version=version, version_num=version_num)
+        for name, sessions in ((own, 1.5), (other, 0.0)):
+            waits = {("client backend", "IO", name): 150}
+            named = server_events(facts.version_num, None)
+            act = activity(waits=waits, wait_events=named)
+            s = summary(act=act, facts=facts, writes=window(w=wal(ms_each=20.0)))
+            assert writes.write_wait_sessions(act, limits) == (
+                {f"IO/{name}": 1.5} if sessions else {}
+            ), (version, name)
+            found = {f.id: f for f in judge(s, shipped).findings}
+            assert ("storage_saturated_by_writes" in found) == bool(sessions), (version, name)
 
 
 def test_slow_reads_during_a_write_burst_are_put_down_to_the_writes() -> None:

@@ -1,6 +1,6 @@
 """Stage 0, the words: what PostgreSQL calls the things the exporter, the report, the alert rules
 (alerts/) and the dashboards (dashboards/) all talk about, and the sizes they convert by. Each is
-defined here once and imported everywhere else; no module of the package below it.
+defined here once and imported everywhere else; of the package it imports only versions.py.
 """
 
 from __future__ import annotations
@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
+
+from pg_aio_exporter.versions import PG17, PG18
 
 # --- sizes -------------------------------------------------------------------------------------
 
@@ -88,31 +90,39 @@ SUBMISSION_QUEUE = "AioWorkerSubmissionQueue"  # an LWLock: waiting to hand read
 IDLE_WAIT_CLASS = "Activity"  # the class of every main loop's idle wait
 IO_WORKER_IDLE = (IDLE_WAIT_CLASS, "IoWorkerMain")  # an io worker's idle wait (class, event)
 
-# The classes of the wait events the package names, where the server has no pg_wait_events
-# (16 and earlier, and saved reports): as PostgreSQL 16's
-# src/backend/utils/activity/wait_event_names.txt (and 18's, for the AIO events 16 does not
-# have) places them. PostgreSQL 17+ says itself (collectors/pg_wait_events.py), and 19 moves
-# some events to other classes (versions.PG19).
-WAIT_EVENT_CLASSES: Mapping[str, str] = {
-    **dict.fromkeys(
-        (
-            SYNC_READ,
-            "DataFilePrefetch",
-            "DataFileWrite",
-            "DataFileExtend",
-            "DataFileFlush",
-            "DataFileSync",
-            "DataFileImmediateSync",
-            "WalWrite",
-            "WalSync",
-            "WalInitWrite",
-            "WalInitSync",
-            "AioIoCompletion",
-            "AioIoUringSubmit",
-            "AioIoUringExecution",
-        ),
-        "IO",
-    ),
-    **dict.fromkeys(("WALWrite", SUBMISSION_QUEUE), "LWLock"),
-    IO_WORKER_IDLE[1]: IO_WORKER_IDLE[0],
+WaitEvent = tuple[str, str]  # (wait_event_type, wait_event): a wait event and its class
+WAL_FLUSH_QUEUE = "WALWrite"  # an LWLock: a session queueing behind another's WAL flush
+
+# The WAL file I/O waits (class IO), by PostgreSQL 17's names: 17 renamed 14-16's IO/WALWrite,
+# WALSync, WALInitWrite, WALInitSync (wait_event.c) to WalWrite, WalSync, WalInitWrite,
+# WalInitSync (wait_event_names.txt). The LWLock WALWrite (WAL_FLUSH_QUEUE) kept its name, so on
+# 14-16 "WALWrite" is two events, one in each class.
+WAL_IO_RENAMED_IN_17: Mapping[str, str] = {
+    "WalWrite": "WALWrite",
+    "WalSync": "WALSync",
+    "WalInitWrite": "WALInitWrite",
+    "WalInitSync": "WALInitSync",
 }
+DATA_FILE_IO = (  # the data file I/O waits (class IO), the same name on every version
+    SYNC_READ,
+    "DataFilePrefetch",
+    "DataFileWrite",
+    "DataFileExtend",
+    "DataFileFlush",
+    "DataFileSync",
+    "DataFileImmediateSync",
+)
+AIO_IO = ("AioIoCompletion", "AioIoUringSubmit", "AioIoUringExecution")  # 18+, class IO
+
+
+def wait_events(version_num: int) -> frozenset[WaitEvent]:
+    """The wait events the package names, as a server of this version reports them: for a
+    server without pg_wait_events (16 and earlier) and a saved report. A 17+ server says it
+    itself (collectors/pg_wait_events.py decides which applies); 19 moves some events the
+    package does not name to other classes (versions.PG19)."""
+    wal = WAL_IO_RENAMED_IN_17 if version_num >= PG17 else WAL_IO_RENAMED_IN_17.values()
+    events = {("IO", event) for event in (*DATA_FILE_IO, *wal)} | {("LWLock", WAL_FLUSH_QUEUE)}
+    if version_num >= PG18:
+        events |= {("IO", event) for event in AIO_IO}
+        events |= {("LWLock", SUBMISSION_QUEUE), IO_WORKER_IDLE}
+    return frozenset(events)

@@ -89,6 +89,14 @@ class MayBeAbsent(Protocol):
 
 
 @runtime_checkable
+class OncePerConnection(Protocol):
+    """A poll collector of a catalogue only a new server binary changes (pg_wait_events): read
+    on a connection's first poll, not on every poll (a new server version is a new connection)."""
+
+    once_per_connection: bool
+
+
+@runtime_checkable
 class Snapshots(Protocol[R]):
     """A poll collector whose view the report reads: its rows as one domain object (the
     view's snapshot type), which the worker hands its tap."""

@@ -1,23 +1,26 @@
 """pg_wait_events (PostgreSQL 17+): every wait event the server can report, by class, as the
-server names them. Classes move between versions: 19 adds the class Buffer (buffer pins and
-content locks, BufferPin and LWLock/BufferContent before) and moves WaitForWal* from Client to
-IPC. The report places the wait events its judgements name (thresholds.yaml) in the class this
-server gives them; servers without the view (16 and earlier) and saved reports use
-vocabulary.WAIT_EVENT_CLASSES.
+server names them. Names and classes move between versions: 17 renamed the WAL file I/O waits
+(IO/WALSync -> WalSync, ...), 19 adds the class Buffer (buffer pins and content locks,
+BufferPin and LWLock/BufferContent before) and moves WaitForWal* from Client to IPC. The report
+counts the wait events its judgements name (thresholds.yaml, whose lists hold every version's
+names) only as this server names and places them: the view where the server has it, else
+vocabulary.wait_events() by server version (16 and earlier, a saved report). server_events()
+is that one decision.
 
-The exporter does not run it: its sampled series carry pg_stat_activity's own
-wait_event_type, already the server's name; only the report, which judges by event name,
-reads the catalogue (once per poll, some 270 short rows).
+Read once per connection (OncePerConnection): only a new server binary changes the view, and a
+new version is a new connection. The exporter does not run it: its sampled series carry
+pg_stat_activity's own names, which the alert rules and dashboards match by every version's
+spelling (PromQL cannot read the view).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG17
-from pg_aio_exporter.vocabulary import WAIT_EVENT_CLASSES
+from pg_aio_exporter.vocabulary import WaitEvent, wait_events
 
 SQL = "SELECT type, name FROM pg_wait_events"
 
@@ -28,26 +31,26 @@ class WaitEventRow:
     name: str
 
 
-def classes(rows: list[WaitEventRow]) -> dict[str, str]:
-    """Event name -> class from the view's rows. A name in two classes (LWLock and IPC both
-    have SyncRep) keeps the first; the report names none of those."""
-    found: dict[str, str] = {}
-    for row in rows:
-        found.setdefault(row.name, row.type)
-    return found
-
-
 @dataclass(frozen=True)
-class WaitClasses:
-    """The view's snapshot: event name -> class, as this server names them (classes())."""
+class WaitEvents:
+    """The wait events a server reports, (class, event): the view's snapshot, or the package's
+    own by version (server_events())."""
 
-    classes: Mapping[str, str]
+    events: frozenset[WaitEvent]
+
+    def named(self, names: Collection[str], wait_class: str | None = None) -> frozenset[WaitEvent]:
+        """Those of `names` this server has, in the class it gives them (only in `wait_class`,
+        when given)."""
+        return frozenset((c, e) for c, e in self.events if e in names and wait_class in (None, c))
 
 
-def class_of(event: str, catalogue: Mapping[str, str]) -> str | None:
-    """The class this server gives `event`: its catalogue, else WAIT_EVENT_CLASSES; None if
-    neither knows."""
-    return catalogue.get(event) or WAIT_EVENT_CLASSES.get(event)
+def server_events(version_num: int | None, read: WaitEvents | None) -> WaitEvents:
+    """The wait events of a server of this version: its pg_wait_events as read (17+), else the
+    package's by version (16 and earlier, the view not read, a saved report); none while the
+    version is not known either."""
+    if read is not None:
+        return read
+    return WaitEvents(frozenset() if version_num is None else wait_events(version_num))
 
 
 class PgWaitEventsCollector:
@@ -55,12 +58,13 @@ class PgWaitEventsCollector:
     since = PG17
     labels: tuple[str, ...] = ()
     row_type = WaitEventRow
+    once_per_connection = True
 
     def query(self, version_num: int) -> str | None:
         return SQL if version_num >= PG17 else None
 
-    def snapshot(self, rows: list[WaitEventRow]) -> WaitClasses:
-        return WaitClasses(classes(rows))
+    def snapshot(self, rows: list[WaitEventRow]) -> WaitEvents:
+        return WaitEvents(frozenset((row.type, row.name) for row in rows))
 
     def collect(self, rows: list[WaitEventRow], out: MetricSet) -> None:
         """No series: the report reads the snapshot from its tap."""

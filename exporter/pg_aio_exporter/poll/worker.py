@@ -26,6 +26,7 @@ from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.collectors.base import (
     Collector,
     MayBeAbsent,
+    OncePerConnection,
     PollCollector,
     SampleCollector,
     Snapshots,
@@ -160,6 +161,7 @@ class TargetWorker:
         self._bugs: dict[tuple[str, str], str] = {}
         self._unsupported_logged = False
         self._absent: dict[str, float] = {}  # collector -> time.monotonic() to ask again
+        self._read_once: set[str] = set()  # OncePerConnection collectors read on this connection
         sampling = self._sampler.collectors if self._sampler is not None else []
         rounds = ["poll", "sample"] if self._sampler is not None else ["poll"]
         names = [c.name for c in [*self._collectors, *sampling]]
@@ -294,6 +296,7 @@ class TargetWorker:
                 await conn.close()
                 raise
         self._conn = conn
+        self._read_once.clear()
         self._log.info("connected", extra=self._log_fields(server_version=conn.info.server_version))
         return conn
 
@@ -362,7 +365,12 @@ class TargetWorker:
             self._log_unsupported(version)
             now = time.monotonic()
             runnable = _runnable(
-                [c for c in self._collectors if self._absent.get(c.name, now) <= now], version
+                [
+                    c
+                    for c in self._collectors
+                    if self._absent.get(c.name, now) <= now and c.name not in self._read_once
+                ],
+                version,
             )
             # The data is as fresh as the moment it was asked for, not as the reply's arrival:
             # a reader who saw this stamp knows the counters were read after it.
@@ -411,6 +419,8 @@ class TargetWorker:
                 continue
             out.add(own_set)
             self._succeeded(collector.name)
+            if isinstance(collector, OncePerConnection):
+                self._read_once.add(collector.name)
             own = time.perf_counter() - collected
             self._self.poll_duration.labels(self.target.name, collector.name).observe(
                 round_trip - started + own

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pg_aio_exporter import __version__
+from pg_aio_exporter.collectors import pg_wait_events
 from pg_aio_exporter.collectors.activity import WaitKey
 from pg_aio_exporter.collectors.intervals import (
     WRITE_OPERATIONS,
@@ -443,13 +444,14 @@ def from_json(doc: Mapping[str, Any]) -> Summary:
     incomplete)."""
     window, server, activity = doc["window"], doc["server"], doc["activity"]
     started = _epoch(window["started_at"])
+    version_num = int(server["version_num"])
     return Summary(
         target=_text(doc, "target")[0],
         started_at=started,
         ended_at=started + float(window["duration_seconds"]),
         server=ServerFacts(
             version=_text(server, "version")[0],
-            version_num=int(server["version_num"]),
+            version_num=version_num,
             settings={str(k): float(v) for k, v in server["settings"].items()},
             io_method=None if server["io_method"] is None else str(server["io_method"]),
             io_methods=tuple(map(str, server["io_methods"])),
@@ -462,6 +464,8 @@ def from_json(doc: Mapping[str, Any]) -> Summary:
             samples=int(activity["samples"]),
             sample_interval=float(activity["sample_interval_seconds"]),
             wait_samples={_wait_key(w): int(w["samples"]) for w in activity["wait_events"]},
+            # The server's catalogue is not saved: its wait events by version.
+            wait_events=pg_wait_events.server_events(version_num, None),
             io_workers=None if activity["io_workers"] is None else int(activity["io_workers"]),
             io_worker_slots=int(activity["io_worker_slots"]),
             io_worker_busy=int(activity["io_worker_busy_samples"]),

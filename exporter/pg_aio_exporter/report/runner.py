@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pg_aio_exporter.collectors import pg_stat_io, pg_stat_statements, registry
+from pg_aio_exporter.collectors import pg_stat_io, pg_stat_statements, pg_wait_events, registry
 from pg_aio_exporter.collectors.checkpointer import CheckpointerCounts
 from pg_aio_exporter.collectors.intervals import (
     NO_WRITES,
@@ -26,7 +26,6 @@ from pg_aio_exporter.collectors.intervals import (
 )
 from pg_aio_exporter.collectors.pg_stat_database import DatabaseWork, own_flush
 from pg_aio_exporter.collectors.pg_stat_statements import Statements
-from pg_aio_exporter.collectors.pg_wait_events import WaitClasses
 from pg_aio_exporter.collectors.server import ServerVersion
 from pg_aio_exporter.collectors.settings import SettingsFacts
 from pg_aio_exporter.config.targets import Target
@@ -78,7 +77,7 @@ class Recorder:
         self.checkpoints: list[CheckpointerCounts] = []  # the window's first and last
         self.server: ServerVersion | None = None
         self.settings: SettingsFacts | None = None
-        self.wait_classes: dict[str, str] = {}  # pg_wait_events: event -> class (17+)
+        self.wait_events: pg_wait_events.WaitEvents | None = None  # the view as read (17+)
         self.samples = 0
         self.totals: dict[str, Any] = {}  # the sample collectors', by summary.Activity field
         self.failures: dict[str, tuple[str, str]] = {}  # collector -> kind, the last message
@@ -127,8 +126,8 @@ class Recorder:
                 self.statements.observe_statements(snapshot)
             case DatabaseWork():
                 self.statements.observe_databases(snapshot, read_at)
-            case WaitClasses():
-                self.wait_classes = dict(snapshot.classes)
+            case pg_wait_events.WaitEvents():
+                self.wait_events = snapshot
 
     def sampled(self, samples: int, totals: dict[str, Any], answered: list[str]) -> None:
         self.samples, self.totals = samples, totals
@@ -156,7 +155,9 @@ class Recorder:
         return Activity(
             samples=self.samples,
             sample_interval=sample_interval,
-            wait_classes=self.wait_classes,
+            wait_events=pg_wait_events.server_events(
+                self.server.version_num if self.server is not None else None, self.wait_events
+            ),
             **self.totals,
         )
 

@@ -155,16 +155,13 @@ class Activity:
     # operation
     in_flight: Mapping[tuple[str, str], int] = field(default_factory=dict)
     in_flight_max: Mapping[str, int] = field(default_factory=dict)
-    # pg_wait_events (17+): each event's class as this server names it; empty before 17 and in
-    # a saved report, where vocabulary.WAIT_EVENT_CLASSES places the events the report names.
-    wait_classes: Mapping[str, str] = field(default_factory=dict)
-
-    def wait_class(self, event: str) -> str | None:
-        return pg_wait_events.class_of(event, self.wait_classes)
+    # The wait events this server reports (pg_wait_events.server_events: its pg_wait_events,
+    # else the package's by version): a judgement counts the events it names only as these.
+    wait_events: pg_wait_events.WaitEvents = field(kw_only=True)
 
     def _named(self, key: WaitKey, events: Collection[str]) -> bool:
-        """A sampled wait is one of `events` in the class the server gives it."""
-        return key[2] in events and key[1] == self.wait_class(key[2])
+        """A sampled wait is one of `events`, as this server names and places it."""
+        return (key[1], key[2]) in self.wait_events.named(events)
 
     def sessions(self, key: WaitKey) -> float:
         return self.wait_samples.get(key, 0) / self.samples if self.samples else 0.0
@@ -208,7 +205,7 @@ class Activity:
         """Client backends reading by themselves. Under io_method=worker, PostgreSQL 18 does so
         when the io worker queue is full, and also for single-block reads it waits for at once
         (index lookups), whatever the pool's load."""
-        return self.sessions((CLIENT, self.wait_class(SYNC_READ) or "IO", SYNC_READ))
+        return sum(self.sessions((CLIENT, *event)) for event in self.wait_events.named({SYNC_READ}))
 
     @property
     def io_worker_utilization(self) -> float | None:

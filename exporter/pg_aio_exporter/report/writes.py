@@ -22,15 +22,14 @@ from pg_aio_exporter.vocabulary import IO_WORKER
 
 def write_wait_sessions(activity: Activity, t: WriteThresholds) -> dict[str, float]:
     """Average sessions (io workers aside) in each write wait: IO write events and the LWLock
-    queue behind a WAL flush, keyed type/event."""
+    queue behind a WAL flush, as this server names them (thresholds.yaml lists every version's
+    names), keyed type/event."""
+    server = activity.wait_events
+    named = server.named(t.write_wait_events, "IO") | server.named(t.write_lock_events, "LWLock")
     out: dict[str, float] = {}
     for key in activity.wait_samples:
         backend_type, wait_type, wait = key
-        if backend_type == IO_WORKER:
-            continue
-        if (wait_type == "IO" and wait in t.write_wait_events) or (
-            wait_type == "LWLock" and wait in t.write_lock_events
-        ):
+        if backend_type != IO_WORKER and (wait_type, wait) in named:
             name = f"{wait_type}/{wait}"
             out[name] = out.get(name, 0.0) + activity.sessions(key)
     return out
