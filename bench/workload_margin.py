@@ -80,9 +80,14 @@ def repeat(
             load = os.getloadavg()[0]
             # Each run as it ends, so that a partial bench can still be judged (--judge).
             with (out / RUNS).open("a") as log:
-                log.write(json.dumps([name, workload, run.latency, saved.name, load]) + "\n")
-            ms = run.latency * 1000
-            print(f"  {name} {workload} #{i}: pgbench {ms:.2f} ms, load {load:.1f}", flush=True)
+                row = [name, workload, run.latency, saved.name, load, run.lag]
+                log.write(json.dumps(row) + "\n")
+            ms, lag = run.latency * 1000, run.lag * 1000
+            print(
+                f"  {name} {workload} #{i}: pgbench {ms:.2f} ms (lag {lag:.2f} ms),"
+                f" load {load:.1f}",
+                flush=True,
+            )
     return runs
 
 
@@ -94,10 +99,11 @@ def reread(out: Path) -> tuple[Runs, dict[Path, float]]:
     runs: Runs = {}
     loads: dict[Path, float] = {}
     for line in (out / RUNS).read_text().splitlines():
-        name, workload, latency, saved, load = json.loads(line)
+        # The schedule lag (-R) is logged since the latency was taken without it.
+        name, workload, latency, saved, load, *lag = json.loads(line)
         path = out / saved
         runs.setdefault((name, workload), []).append(
-            wt.Run(latency, path, document.load_baseline(str(path)))
+            wt.Run(latency, path, document.load_baseline(str(path)), *lag)
         )
         loads[path] = load
     return runs, loads
