@@ -47,11 +47,29 @@ def test_a_zero_or_unmeasured_side_is_no_ratio():
 
 
 def test_undecided_says_how_long_a_window_would_decide():
-    """1.05x with a log sd of 0.05: the interval 0.96-1.15 holds 1; it clears 1 when
-    Z90 x sd' = ln 1.05, sd' = 0.05 x sqrt(60 / T'): T' = 60 x (Z90 x 0.05 / ln 1.05)^2."""
+    """1.05x with a log sd of 0.05: the interval 0.96-1.15 holds 1; a direction is claimed when
+    the interval's nearer end is its half-width beyond 1, ln 1.05 = 2 x Z90 x sd', with
+    sd' = 0.05 x sqrt(60 / T'): T' = 60 x (2 x Z90 x 0.05 / ln 1.05)^2."""
     ratio = Ratio(1.05, 0.05)
-    assert not ratio.decided
-    assert ratio.decisive_after(60) == pytest.approx(60 * (Z90 * 0.05 / math.log(1.05)) ** 2)
+    assert not ratio.decided and ratio.holds_one
+    assert ratio.decisive_after(60) == pytest.approx(60 * (2 * Z90 * 0.05 / math.log(1.05)) ** 2)
+
+
+def test_a_direction_is_claimed_only_beyond_the_margin():
+    """1.15x with a log sd of 0.05 (half-width Z90 x 0.05 = 0.082, ln 1.15 = 0.140): the
+    interval 1.06-1.26 clears 1, but by 0.058 in the log, less than its half-width: a client
+    inside it may have moved 6%, less than the margin of 8.6%, so nothing is claimed (the
+    bench's probes were claimed slower where pgbench moved 4-8% of a 10-15% margin). 1.20x
+    (ln 0.182 >= 2 x 0.082) is claimed slower, 1 / 1.20 faster: every ratio inside the
+    interval then moved by more than the margin."""
+    close = Ratio(1.15, 0.05)
+    low = close.interval[0]
+    assert low > 1 and not close.holds_one and not close.decided
+    assert math.log(low) < close.half_width == pytest.approx(Z90 * 0.05)
+    slower, faster = Ratio(1.20, 0.05), Ratio(1 / 1.20, 0.05)
+    assert slower.slower and not slower.faster and faster.faster and not faster.slower
+    assert math.log(slower.interval[0]) >= slower.half_width
+    assert -math.log(faster.interval[1]) >= faster.half_width
 
 
 def test_batch_means_hold_the_drift_of_the_load():
@@ -95,7 +113,8 @@ def test_statement_interval_from_the_per_call_variance():
 
 def within(verdict: str) -> tuple[str, float, float, float | None]:
     found = re.match(
-        r"(Faster|Slower|About as fast):? (?:([0-9.]+)x )?\(([0-9.]+)-([0-9.]+)x", verdict
+        r"(Faster|Slower|About as fast|Too close to call):? (?:([0-9.]+)x )?\(([0-9.]+)-([0-9.]+)x",
+        verdict,
     )
     assert found, verdict
     head, value, low, high = found.groups()
@@ -113,11 +132,19 @@ def test_verdict_states_the_interval_and_when_undecided_the_window_that_would_de
     head, low, high, value = within(same.verdict.workload)
     assert head == "About as fast" and value is None and low < 1 < high
     # 1% measured: sized for 5%, 50 ms x 1.01 with log sd ~0.02 over 60 s windows.
-    decide = re.search(r"Undecided at 90%: windows of about (\S+ \S+) each", same.verdict.workload)
+    decide = re.search(r"Undecided: windows of about (\S+ \S+) each", same.verdict.workload)
     assert decide and "would tell a change of 5%" in same.verdict.workload
     assert (
         "About as fast (" in same.verdict.workload and " as the baseline" in same.verdict.workload
     )
+    # 0.94x: the interval (log sd hypot(2%, 2.13%): half-width 4.8%) clears 1 by less than that.
+    close = judge(summary(workload=work(statement(400, 47, 20))), T, base)
+    head, low, high, value = within(close.verdict.workload)
+    assert head == "Too close to call" and value is None and high < 1
+    assert "Undecided: the interval clears 1 by less than its margin (±5%)" in (
+        close.verdict.workload
+    )
+    assert " against the baseline" in close.verdict.workload
 
 
 def test_json_interval_and_reading_schema_2(tmp_path: Path):
@@ -127,6 +154,7 @@ def test_json_interval_and_reading_schema_2(tmp_path: Path):
     low, high = doc["comparison"]["workload"]["interval"]
     assert low < doc["comparison"]["workload"]["time_ratio"] < high
     assert doc["comparison"]["workload"]["decisive_seconds"] is None
+    assert doc["comparison"]["workload"]["claim"] == "faster"
     # The same window saved as schema 2 (no exec_squares, no margins): still read, each call's
     # sd taken as its mean, so the interval is wider.
     old: dict[str, Any] = json.loads(document.dumps(report, T))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pg_aio_exporter.collectors.pg_stat_database import PgStatDatabaseCollector
@@ -232,11 +233,13 @@ def _against(ctx: Context, cmp: WorkloadComparison) -> str:
     else:
         what = "DB time per transaction (pg_stat_statements not in both windows)"
     if cmp.margin.faster:
-        head = f"Faster: {interval(cmp)} less time"
+        head = f"Faster: {interval(cmp)} less time than"
     elif cmp.margin.slower:
-        head = f"Slower: {interval(cmp)} the time"
+        head = f"Slower: {interval(cmp)} the time of"
+    elif cmp.margin.holds_one:
+        head = f"About as fast {interval(cmp)} as"
     else:
-        head = f"About as fast {interval(cmp)}"
+        head = f"Too close to call {interval(cmp)} against"
     reads_part = ""
     if cmp.read_before is not None and cmp.read_after is not None and cmp.before > 0:
         reads_part = (
@@ -255,15 +258,21 @@ def _against(ctx: Context, cmp: WorkloadComparison) -> str:
         )
     elif decisive is not None:
         size = max(abs(cmp.time_ratio - 1), MIN_CHANGE - 1)
+        close = ""
+        if not cmp.margin.holds_one:
+            margin = math.exp(cmp.margin.half_width) - 1
+            close = (
+                f" the interval clears 1 by less than its margin (±{units.percent(margin)}),"
+                " so no direction is claimed;"
+            )
         undecided = (
-            f" Undecided at 90%: windows of about {units.duration(decisive)} each (or repeated"
+            f" Undecided:{close} windows of about {units.duration(decisive)} each (or repeated"
             f" runs) would tell a change of {units.percent(size)}"
             + ("" if cmp.basis == STATEMENTS else "; pg_stat_statements narrows it most")
             + "."
         )
-    than = "as" if not cmp.margin.decided else "than"
     return (
-        f"{head} {than} the baseline (PostgreSQL {base.server.version}, io_method"
+        f"{head} the baseline (PostgreSQL {base.server.version}, io_method"
         f" {base.server.io_method_shown}), by {what}: {units.ms(cmp.after)} against"
         f" {units.ms(cmp.before)}{reads_part}.{undecided}"
     )

@@ -219,6 +219,11 @@ class WorkloadComparison:
         return self.margin.interval
 
     @property
+    def claim(self) -> str | None:
+        """ "faster" or "slower" when claimed (margin.py, CLAIM_WIDTHS), else None."""
+        return "faster" if self.margin.faster else "slower" if self.margin.slower else None
+
+    @property
     def clients_wait(self) -> bool:
         """The clients waited between transactions most of the time they were connected (a
         fixed rate, a pool, think time): what they spend outside the server (round trips, their
