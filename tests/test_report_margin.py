@@ -304,15 +304,24 @@ def test_a_closed_loop_interval_holds_the_clients_time_the_server_does_not_see()
 
 def test_clients_mostly_waiting_between_transactions_are_not_judged_for_them():
     """The same statements from a pool of 100 then 150 connections, 4% then 2% busy (or
-    `pgbench -R`, whose statements' time moved 0.5x between windows where pgbench's latency
-    did not move): what the clients spend outside the server is not seen, so the interval
-    holds 1, no window length is promised, and the verdict says why (at the lower share); the
-    figure stays the server's own time. A report saved without connected sessions is judged
-    as before."""
+    `pgbench -R`, whose latency less its schedule lag moved 0.4-3.1x between windows where the
+    statements' time moved 0.7-1.5x): what the clients spend outside the server is not seen.
+    Each client's latency per transaction lies between the server's time for it (50 ms, then
+    45 ms of statements) and its time connected per transaction (Little's law: 100 x 60 s /
+    4000 = 1.5 s, then 2.25 s), so the interval is 0.045 / 1.5 = 0.03 to 2.25 / 0.05 = 45, each
+    end widened by its figures' 90% error (1% floors: x 1.0235); no window length is promised,
+    the verdict says why (at the lower share) and states the server's own time apart. A report
+    saved without connected sessions is judged as before."""
     before, after, cmp = statements_090_clients_100((100.0, 150.0))
-    assert cmp.clients_wait and cmp.decisive_seconds is None
+    assert cmp.clients_wait and cmp.decisive_seconds is None and cmp.claim is None
+    spread = math.exp(Z90 * math.hypot(FLOOR, FLOOR))
+    assert cmp.interval == pytest.approx((0.03 / spread, 45 * spread))
+    own = cmp.server_margin
+    assert own is not None and own.value == pytest.approx(0.9) and own.interval[1] < 1
     verdict = judge(summary(workload=after), T, summary(workload=before)).verdict.workload
-    assert "Undecided for the clients: they were working in the server 2% of" in verdict
+    assert verdict.startswith("Undecided for the clients (0.029-46.06x) against the baseline")
+    assert "The clients were working in the server 2% of the time" in verdict
+    assert "The server's own time: 0.90x (" in verdict
     assert "windows of about" not in verdict
     unknown = replace(after, connected_sessions=None)
     old = compare_workload(before, unknown)

@@ -232,7 +232,9 @@ def _against(ctx: Context, cmp: WorkloadComparison) -> str:
         )
     else:
         what = "DB time per transaction (pg_stat_statements not in both windows)"
-    if cmp.margin.faster:
+    if cmp.clients_wait:
+        head = f"Undecided for the clients {interval(cmp)} against"
+    elif cmp.margin.faster:
         head = f"Faster: {interval(cmp)} less time than"
     elif cmp.margin.slower:
         head = f"Slower: {interval(cmp)} the time of"
@@ -249,12 +251,14 @@ def _against(ctx: Context, cmp: WorkloadComparison) -> str:
     decisive = cmp.decisive_seconds
     undecided = ""
     if cmp.clients_wait:
+        own = cmp.server_margin or cmp.margin
         undecided = (
-            f" Undecided for the clients: they were working in the server"
-            f" {units.percent(cmp.busy_share)} of the time they were connected (they wait"
-            " between transactions: a fixed rate, a pool, think time), and what they spend"
-            " outside it (round trips, their own work and schedule) is not seen here; the ratio"
-            " is the server's own time."
+            f" The clients were working in the server {units.percent(cmp.busy_share)} of the"
+            " time they were connected (they wait between transactions: a fixed rate, a pool,"
+            " think time): what they spend outside it (round trips, their own work and"
+            " schedule) is not seen here, and their latency is known only to lie between the"
+            " server's time and their time connected per transaction. The server's own time:"
+            f" {units.ratio(own.value)} ({units.interval(*own.interval)})."
         )
     elif decisive is not None:
         size = max(abs(cmp.time_ratio - 1), MIN_CHANGE - 1)
