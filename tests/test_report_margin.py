@@ -189,6 +189,10 @@ def test_compare_names_the_fastest_only_beyond_the_margins(tmp_path: Path):
         r["interval"][0] <= r["time_ratio"] <= r["interval"][1] for r in undecided["reports"]
     )
     assert "Fastest: undecided" in sidebyside.render([a, b, tie], T, "text")
+    # 0.94x, its interval (0.90-0.99x) below 1 by less than its half-width: too close to call.
+    close = save(tmp_path, "d.json", 47, 20)
+    near = json.loads(sidebyside.render([a, close], T, "json"))
+    assert near["fastest"] is None and near["reports"][1]["interval"][1] < 1
 
 
 def test_db_time_interval_covers_the_true_ratio_nine_times_in_ten():

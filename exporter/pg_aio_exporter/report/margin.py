@@ -37,9 +37,9 @@ MIN_CHANGE = 1.05
 # A direction (faster, slower) is claimed only when the ratio is this many half-widths of its
 # 90% interval from 1: the interval's nearer end then lies at least a half-width beyond 1, and
 # any ratio inside the interval (a client's, such as pgbench's) moved by more than the margin.
-# An interval twice as wide (99.9%) clears 1. At 1 (the interval merely clearing 1), a client
-# that moved 4-8% was claimed faster or slower with a margin of 10-15% (bench/workload_margin.py,
-# docs/report.md).
+# An interval twice as wide (99.9%) clears 1. With 1 (a claim as soon as the interval cleared
+# 1), probes where pgbench moved 4-8% were claimed faster or slower with a margin of 10-15%
+# (bench/workload_margin.py, docs/report.md).
 CLAIM_WIDTHS = 2.0
 
 

@@ -225,7 +225,7 @@ class WorkloadComparison:
 
     @property
     def claim(self) -> str | None:
-        """ "faster" or "slower" when claimed (margin.py, CLAIM_WIDTHS), else None."""
+        """The direction claimed, faster or slower (margin.py, CLAIM_WIDTHS); None: none."""
         return "faster" if self.margin.faster else "slower" if self.margin.slower else None
 
     @property
