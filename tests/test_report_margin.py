@@ -52,11 +52,29 @@ def test_a_zero_or_unmeasured_side_is_no_ratio() -> None:
 
 
 def test_undecided_says_how_long_a_window_would_decide() -> None:
-    """1.05x with a log sd of 0.05: the interval 0.96-1.15 holds 1; it clears 1 when
-    Z90 x sd' = ln 1.05, sd' = 0.05 x sqrt(60 / T'): T' = 60 x (Z90 x 0.05 / ln 1.05)^2."""
+    """1.05x with a log sd of 0.05: the interval 0.96-1.15 holds 1; a direction is claimed when
+    the interval's nearer end is its half-width beyond 1, ln 1.05 = 2 x Z90 x sd', with
+    sd' = 0.05 x sqrt(60 / T'): T' = 60 x (2 x Z90 x 0.05 / ln 1.05)^2."""
     ratio = Ratio(1.05, 0.05)
-    assert not ratio.decided
-    assert ratio.decisive_after(60) == pytest.approx(60 * (Z90 * 0.05 / math.log(1.05)) ** 2)
+    assert not ratio.decided and ratio.holds_one
+    assert ratio.decisive_after(60) == pytest.approx(60 * (2 * Z90 * 0.05 / math.log(1.05)) ** 2)
+
+
+def test_a_direction_is_claimed_only_beyond_the_margin() -> None:
+    """1.15x with a log sd of 0.05 (half-width Z90 x 0.05 = 0.082, ln 1.15 = 0.140): the
+    interval 1.06-1.26 clears 1, but by 0.058 in the log, less than its half-width: a client
+    inside it may have moved 6%, less than the margin of 8.6%, so nothing is claimed (the
+    bench's probes were claimed slower where pgbench moved 4-8% of a 10-15% margin). 1.20x
+    (ln 0.182 >= 2 x 0.082) is claimed slower, 1 / 1.20 faster: every ratio inside the
+    interval then moved by more than the margin."""
+    close = Ratio(1.15, 0.05)
+    low = close.interval[0]
+    assert low > 1 and not close.holds_one and not close.decided
+    assert math.log(low) < close.half_width == pytest.approx(Z90 * 0.05)
+    slower, faster = Ratio(1.20, 0.05), Ratio(1 / 1.20, 0.05)
+    assert slower.slower and not slower.faster and faster.faster and not faster.slower
+    assert math.log(slower.interval[0]) >= slower.half_width
+    assert -math.log(faster.interval[1]) >= faster.half_width
 
 
 def test_batch_means_hold_the_drift_of_the_load() -> None:
@@ -100,7 +118,8 @@ def test_statement_interval_from_the_per_call_variance() -> None:
 
 def within(verdict: str) -> tuple[str, float, float, float | None]:
     found = re.match(
-        r"(Faster|Slower|About as fast):? (?:([0-9.]+)x )?\(([0-9.]+)-([0-9.]+)x", verdict
+        r"(Faster|Slower|About as fast|Too close to call):? (?:([0-9.]+)x )?\(([0-9.]+)-([0-9.]+)x",
+        verdict,
     )
     assert found, verdict
     head, value, low, high = found.groups()
@@ -118,11 +137,19 @@ def test_verdict_states_the_interval_and_when_undecided_the_window_that_would_de
     head, low, high, value = within(same.verdict.workload)
     assert head == "About as fast" and value is None and low < 1 < high
     # 1% measured: sized for 5%, 50 ms x 1.01 with log sd ~0.02 over 60 s windows.
-    decide = re.search(r"Undecided at 90%: windows of about (\S+ \S+) each", same.verdict.workload)
+    decide = re.search(r"Undecided: windows of about (\S+ \S+) each", same.verdict.workload)
     assert decide and "would tell a change of 5%" in same.verdict.workload
     assert (
         "About as fast (" in same.verdict.workload and " as the baseline" in same.verdict.workload
     )
+    # 0.94x: the interval (log sd hypot(2%, 2.13%): half-width 4.8%) clears 1 by less than that.
+    close = judge(summary(workload=work(statement(400, 47, 20))), T, base)
+    head, low, high, value = within(close.verdict.workload)
+    assert head == "Too close to call" and value is None and high < 1
+    assert "Undecided: the interval clears 1 by less than its margin (±5%)" in (
+        close.verdict.workload
+    )
+    assert " against the baseline" in close.verdict.workload
 
 
 def test_json_interval_and_reading_schema_2(tmp_path: Path) -> None:
@@ -132,6 +159,7 @@ def test_json_interval_and_reading_schema_2(tmp_path: Path) -> None:
     low, high = doc["comparison"]["workload"]["interval"]
     assert low < doc["comparison"]["workload"]["time_ratio"] < high
     assert doc["comparison"]["workload"]["decisive_seconds"] is None
+    assert doc["comparison"]["workload"]["claim"] == "faster"
     # The same window saved as schema 2 (no exec_squares, no margins): still read, each call's
     # sd taken as its mean, so the interval is wider.
     old: dict[str, Any] = json.loads(document.dumps(report, T))
@@ -166,6 +194,10 @@ def test_compare_names_the_fastest_only_beyond_the_margins(tmp_path: Path) -> No
         r["interval"][0] <= r["time_ratio"] <= r["interval"][1] for r in undecided["reports"]
     )
     assert "Fastest: undecided" in sidebyside.render([a, b, tie], T, "text")
+    # 0.94x, its interval (0.90-0.99x) below 1 by less than its half-width: too close to call.
+    close = save(tmp_path, "d.json", 47, 20)
+    near = json.loads(sidebyside.render([a, close], T, "json"))
+    assert near["fastest"] is None and near["reports"][1]["interval"][1] < 1
 
 
 def test_db_time_interval_covers_the_true_ratio_nine_times_in_ten() -> None:
@@ -283,15 +315,24 @@ def test_a_closed_loop_interval_holds_the_clients_time_the_server_does_not_see()
 
 def test_clients_mostly_waiting_between_transactions_are_not_judged_for_them() -> None:
     """The same statements from a pool of 100 then 150 connections, 4% then 2% busy (or
-    `pgbench -R`, whose statements' time moved 0.5x between windows where pgbench's latency
-    did not move): what the clients spend outside the server is not seen, so the interval
-    holds 1, no window length is promised, and the verdict says why (at the lower share); the
-    figure stays the server's own time. A report saved without connected sessions is judged
-    as before."""
+    `pgbench -R`, whose latency less its schedule lag moved 0.4-3.1x between windows where the
+    statements' time moved 0.7-1.5x): what the clients spend outside the server is not seen.
+    Each client's latency per transaction lies between the server's time for it (50 ms, then
+    45 ms of statements) and its time connected per transaction (Little's law: 100 x 60 s /
+    4000 = 1.5 s, then 2.25 s), so the interval is 0.045 / 1.5 = 0.03 to 2.25 / 0.05 = 45, each
+    end widened by its figures' 90% error (1% floors: x 1.0235); no window length is promised,
+    the verdict says why (at the lower share) and states the server's own time apart. A report
+    saved without connected sessions is judged as before."""
     before, after, cmp = statements_090_clients_100((100.0, 150.0))
-    assert cmp.clients_wait and cmp.decisive_seconds is None
+    assert cmp.clients_wait and cmp.decisive_seconds is None and cmp.claim is None
+    spread = math.exp(Z90 * math.hypot(FLOOR, FLOOR))
+    assert cmp.interval == pytest.approx((0.03 / spread, 45 * spread))
+    own = cmp.server_margin
+    assert own is not None and own.value == pytest.approx(0.9) and own.interval[1] < 1
     verdict = judge(summary(workload=after), T, summary(workload=before)).verdict.workload
-    assert "Undecided for the clients: they were working in the server 2% of" in verdict
+    assert verdict.startswith("Undecided for the clients (0.029-46.06x) against the baseline")
+    assert "The clients were working in the server 2% of the time" in verdict
+    assert "The server's own time: 0.90x (" in verdict
     assert "windows of about" not in verdict
     unknown = replace(after, connected_sessions=None)
     old = compare_workload(before, unknown)

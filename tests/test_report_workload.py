@@ -71,15 +71,15 @@ def within(verdict: str, head: str, ratio: float, tail: str) -> bool:
 
 
 def test_time_ratio_is_at_the_baseline_mix() -> None:
-    """Now: scans take 5 ms, probes 2 ms, in another mix (10 scans, 5000 probes). At the
+    """Now: scans take 5 ms, probes 2 ms, in another mix (100 scans, 5000 probes). At the
     baseline's mix: (100 x 5 + 1000 x 2) / (100 x 10 + 1000 x 1) = 2500 / 2000."""
-    now = work(stmt(SCAN, 10, 5), stmt(PROBE, 5000, 2))
+    now = work(stmt(SCAN, 100, 5), stmt(PROBE, 5000, 2))
     report = judge(summary(workload=now), T, summary(workload=BASE))
     assert report.workload is not None
     assert report.workload.basis == STATEMENTS
     assert report.workload.matched_statements == 2
     assert report.workload.time_ratio == pytest.approx(1.25)
-    # The mean per call of the windows themselves would say 1.83 / 1.82: the mix moved.
+    # The mean per call of the windows themselves would say 2.06 / 1.82 ms: the mix moved.
     assert within(report.verdict.workload, "Slower: ", 1.25, " the time")
 
 
@@ -128,11 +128,11 @@ def test_faster_workload_with_more_read_wait_per_byte_is_info_not_a_regression()
     """The issue's table: 17 -> 18 worker, reads wait 2.28x longer per MiB, the work got done
     1.41x faster (the README run: 5.10x per MiB). The read wait figure stays, as an explanation."""
     base = summary(
-        {BULK: reads(100_000, 8 * KB, 0.05)}, facts=PG17, workload=work(stmt(SCAN, 100, 560))
+        {BULK: reads(100_000, 8 * KB, 0.05)}, facts=PG17, workload=work(stmt(SCAN, 400, 560))
     )
     now = summary(
         {BULK: reads(33_000, 24 * KB, 0.05 * 3 * 4)},
-        workload=work(stmt(SCAN, 140, 396)),
+        workload=work(stmt(SCAN, 560, 396)),
     )
     report = judge(now, T, base)
     found = {f.id: f for f in report.findings}

@@ -37,7 +37,7 @@ from pg_aio_exporter.thresholds import Thresholds
 # 2: workload time (workload, verdict.workload, comparison.workload); 3: series (the page's
 # charts over the window) and the workload's margins (workload.sampled_sessions,
 # session_batches, uncounted_seconds, each statement's exec_squares;
-# comparison.workload.interval and decisive_seconds)
+# comparison.workload.interval, claim and decisive_seconds)
 SCHEMA = 3
 READABLE = (1, 2, 3)  # saved reports this version reads as a baseline
 KIND = "pg-aio-exporter report"
@@ -153,6 +153,7 @@ def _workload_comparison(cmp: WorkloadComparison | None) -> dict[str, Any] | Non
     return {
         "time_ratio": cmp.time_ratio,
         "interval": list(cmp.interval),
+        "claim": cmp.claim,
         "decisive_seconds": cmp.decisive_seconds,
         "busy_share": cmp.busy_share,
         "basis": cmp.basis,

@@ -34,6 +34,13 @@ MIN_SEEN = 30
 # The smallest change an undecided answer is sized for: "how long a window would decide it"
 # for a change of 1% or none at all would be hours, and says nothing useful.
 MIN_CHANGE = 1.05
+# A direction (faster, slower) is claimed only when the ratio is this many half-widths of its
+# 90% interval from 1: the interval's nearer end then lies at least a half-width beyond 1, and
+# any ratio inside the interval (a client's, such as pgbench's) moved by more than the margin.
+# An interval twice as wide (99.9%) clears 1. With 1 (a claim as soon as the interval cleared
+# 1), probes where pgbench moved 4-8% were claimed faster or slower with a margin of 10-15%
+# (bench/workload_margin.py, docs/report.md).
+CLAIM_WIDTHS = 2.0
 
 
 @dataclass(frozen=True)
@@ -84,25 +91,45 @@ class Ratio:
         )
 
     @property
+    def half_width(self) -> float:
+        """The interval's half-width in the log: the margin, ln(high / low) / 2."""
+        low, high = self.interval
+        return math.log(high / low) / 2
+
+    @property
     def faster(self) -> bool:
-        return self.interval[1] < 1
+        """Faster is claimed: the interval is below 1 by at least its own half-width
+        (CLAIM_WIDTHS), so that any ratio inside it moved by more than the margin."""
+        high = self.interval[1]
+        return high < 1 and -math.log(high) >= (CLAIM_WIDTHS - 1) * self.half_width
 
     @property
     def slower(self) -> bool:
-        return self.interval[0] > 1
+        """Slower is claimed: the interval is above 1 by at least its own half-width."""
+        low = self.interval[0]
+        return low > 1 and math.log(low) >= (CLAIM_WIDTHS - 1) * self.half_width
 
     @property
     def decided(self) -> bool:
         return self.faster or self.slower
 
+    @property
+    def holds_one(self) -> bool:
+        """The interval holds 1: about as fast. Neither this nor decided: the interval clears
+        1, by less than its half-width (too close to call)."""
+        low, high = self.interval
+        return low <= 1 <= high
+
     def decisive_after(self, seconds: float, change: float = MIN_CHANGE) -> float:
-        """How long both windows would have to be (seconds) for this interval to clear 1, were
-        the ratio as it is (or, within `change` of 1, a change of `change`): the error falls
-        with the square root of the window."""
+        """How long both windows would have to be (seconds) for a direction to be claimed,
+        were the ratio as it is (or, within `change` of 1, a change of `change`): the
+        interval's nearer end as far from 1 as its half-width, so its half-width at most
+        1 / CLAIM_WIDTHS of the ratio's distance from 1; the error falls with the square root
+        of the window."""
         low, high = self.interval
         half_width = max(math.log(self.value / low), math.log(high / self.value))
         distance = max(abs(math.log(self.value)), math.log(change))
-        return seconds * (half_width / distance) ** 2
+        return seconds * (CLAIM_WIDTHS * half_width / distance) ** 2
 
 
 def poisson_rse(events: float) -> float:

@@ -58,8 +58,8 @@ def ratio(value: float | None) -> str:
 
 
 def interval(low: float, high: float) -> str:
-    """A ratio's interval: "1.35-1.48x"."""
-    return f"{low:.2f}-{high:.2f}x"
+    """A ratio's interval: "1.35-1.48x" (under 0.1, two significant digits: "0.0043-83.27x")."""
+    return f"{low:.2f}-{high:.2f}x" if low >= 0.1 else f"{low:.2g}-{high:.2f}x"
 
 
 def percent(share: float | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pg_aio_exporter.collectors.pg_stat_database import PgStatDatabaseCollector
@@ -231,12 +232,16 @@ def _against(ctx: Context, cmp: WorkloadComparison) -> str:
         )
     else:
         what = "DB time per transaction (pg_stat_statements not in both windows)"
-    if cmp.margin.faster:
-        head = f"Faster: {interval(cmp)} less time"
+    if cmp.clients_wait:
+        head = f"Undecided for the clients {interval(cmp)} against"
+    elif cmp.margin.faster:
+        head = f"Faster: {interval(cmp)} less time than"
     elif cmp.margin.slower:
-        head = f"Slower: {interval(cmp)} the time"
+        head = f"Slower: {interval(cmp)} the time of"
+    elif cmp.margin.holds_one:
+        head = f"About as fast {interval(cmp)} as"
     else:
-        head = f"About as fast {interval(cmp)}"
+        head = f"Too close to call {interval(cmp)} against"
     reads_part = ""
     if cmp.read_before is not None and cmp.read_after is not None and cmp.before > 0:
         reads_part = (
@@ -246,24 +251,32 @@ def _against(ctx: Context, cmp: WorkloadComparison) -> str:
     decisive = cmp.decisive_seconds
     undecided = ""
     if cmp.clients_wait:
+        own = cmp.server_margin or cmp.margin
         undecided = (
-            f" Undecided for the clients: they were working in the server"
-            f" {units.percent(cmp.busy_share)} of the time they were connected (they wait"
-            " between transactions: a fixed rate, a pool, think time), and what they spend"
-            " outside it (round trips, their own work and schedule) is not seen here; the ratio"
-            " is the server's own time."
+            f" The clients were working in the server {units.percent(cmp.busy_share)} of the"
+            " time they were connected (they wait between transactions: a fixed rate, a pool,"
+            " think time): what they spend outside it (round trips, their own work and"
+            " schedule) is not seen here, and their latency is known only to lie between the"
+            " server's time and their time connected per transaction. The server's own time:"
+            f" {units.ratio(own.value)} ({units.interval(*own.interval)})."
         )
     elif decisive is not None:
         size = max(abs(cmp.time_ratio - 1), MIN_CHANGE - 1)
+        close = ""
+        if not cmp.margin.holds_one:
+            margin = math.exp(cmp.margin.half_width) - 1
+            close = (
+                f" the interval clears 1 by less than its margin (±{units.percent(margin)}),"
+                " so no direction is claimed;"
+            )
         undecided = (
-            f" Undecided at 90%: windows of about {units.duration(decisive)} each (or repeated"
+            f" Undecided:{close} windows of about {units.duration(decisive)} each (or repeated"
             f" runs) would tell a change of {units.percent(size)}"
             + ("" if cmp.basis == STATEMENTS else "; pg_stat_statements narrows it most")
             + "."
         )
-    than = "as" if not cmp.margin.decided else "than"
     return (
-        f"{head} {than} the baseline (PostgreSQL {base.server.version}, io_method"
+        f"{head} the baseline (PostgreSQL {base.server.version}, io_method"
         f" {base.server.io_method_shown}), by {what}: {units.ms(cmp.after)} against"
         f" {units.ms(cmp.before)}{reads_part}.{undecided}"
     )

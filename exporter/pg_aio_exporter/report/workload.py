@@ -14,6 +14,7 @@ other work, so it is no measure of speed across versions or io_methods (docs/rep
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -209,6 +210,10 @@ class WorkloadComparison:
     # The lower of the two windows' shares of connected time the clients were seen working;
     # None: not known (a saved report without connected sessions).
     busy_share: float | None = None
+    # When the clients mostly wait between transactions (clients_wait), `margin`'s interval is
+    # the clients' (the bound on their latency) and this is the server's own time's ratio with
+    # its own interval; None otherwise.
+    server_margin: Ratio | None = None
 
     @property
     def time_ratio(self) -> float:
@@ -217,6 +222,11 @@ class WorkloadComparison:
     @property
     def interval(self) -> tuple[float, float]:
         return self.margin.interval
+
+    @property
+    def claim(self) -> str | None:
+        """The direction claimed, faster or slower (margin.py, CLAIM_WIDTHS); None: none."""
+        return "faster" if self.margin.faster else "slower" if self.margin.slower else None
 
     @property
     def clients_wait(self) -> bool:
@@ -323,8 +333,8 @@ MIN_STATEMENT_SHARE = 0.5
 # connected per transaction is their own latency (Little's law), round trips and the client's
 # own work included, which the server's time leaves out. Below it they mostly wait between
 # transactions, and what they spend outside the server is not seen (bench/workload_margin.py:
-# under `pgbench -R` the server's time moved 0.2-8x between windows where pgbench's moved
-# 1.0-1.4x).
+# under `pgbench -R` the statements' time moved 0.7-1.5x between windows where pgbench's latency
+# less its schedule lag moved 0.4-3.1x): the interval is then the bound Little's law gives.
 MIN_BUSY_SHARE = 0.5
 
 
@@ -341,7 +351,9 @@ def compare_workload(before: Workload | None, after: Workload | None) -> Workloa
     ratio of time connected per transaction, the clients' own latency (Little's law), round
     trips and their own work included, which on a busy client host moved by several percent.
     Clients that mostly wait between transactions (a fixed rate, a pool, think time): their
-    time outside the server is not seen at all, and the interval holds 1 (no claim)."""
+    time outside the server is not seen at all; the interval holds 1 (no claim) and reaches
+    the bound of their latency between the server's time and their time connected per
+    transaction (_clients_bounds), and server_margin keeps the server's own."""
     compared = _compare(before, after)
     if compared is None or before is None or after is None:
         return compared
@@ -351,11 +363,43 @@ def compare_workload(before: Workload | None, after: Workload | None) -> Workloa
     busy = min(shares[0], shares[1])
     margin = compared.margin
     if busy < MIN_BUSY_SHARE:
-        margin = margin.holding(Ratio(1.0, 0.0))
-    else:
-        loop = Ratio.of(after.connected_time, before.connected_time)
-        margin = margin if loop is None else margin.holding(loop, own=True)
+        waiting = margin.holding(Ratio(1.0, 0.0))
+        bounds = _clients_bounds(before, after, compared.basis)
+        if bounds is not None:
+            low, high = waiting.interval
+            waiting = replace(waiting, bounds=(min(low, bounds[0]), max(high, bounds[1])))
+        return replace(compared, margin=waiting, busy_share=busy, server_margin=margin)
+    loop = Ratio.of(after.connected_time, before.connected_time)
+    margin = margin if loop is None else margin.holding(loop, own=True)
     return replace(compared, margin=margin, busy_share=busy)
+
+
+def _server_time(work: Workload, basis: str) -> Estimate | None:
+    """The server's time per transaction, a part of each client's latency: the statements'
+    execution time (by statements) or DB time, over the transactions counted."""
+    if basis != STATEMENTS:
+        return work.db_time
+    total = work.total
+    if total is None or not work.transactions or total.exec_seconds <= 0 or work.seconds <= 0:
+        return None
+    return Estimate(
+        total.exec_seconds / work.transactions,
+        combine(LAG_SD / work.seconds, OWN_SLACK / work.transactions),
+    )
+
+
+def _clients_bounds(before: Workload, after: Workload, basis: str) -> tuple[float, float] | None:
+    """Where the ratio of the clients' latency can lie, for clients that mostly wait between
+    transactions: each one's latency per transaction is at least the server's time for it and
+    at most its time connected per transaction (Little's law: latency and the wait before the
+    next transaction), so the ratio lies between S_after / C_before and C_after / S_before,
+    each end widened by its figures' own 90% error. None when a figure is not measured (no
+    connected sessions kept, no transaction counted)."""
+    low = Ratio.of(_server_time(after, basis), before.connected_time)
+    high = Ratio.of(after.connected_time, _server_time(before, basis))
+    if low is None or high is None or math.isinf(low.log_sd) or math.isinf(high.log_sd):
+        return None
+    return low.interval[0], high.interval[1]
 
 
 def _compare(before: Workload | None, after: Workload | None) -> WorkloadComparison | None:
