@@ -118,6 +118,24 @@ def test_slower_workload_without_more_read_wait_points_at_cpu_or_plan() -> None:
     assert "EXPLAIN (ANALYZE, BUFFERS)" in regression.advice
 
 
+def test_more_read_wait_per_byte_is_a_regression_unless_faster_is_claimed() -> None:
+    """The same upgrade as below, but the scans took 500 ms a call instead of 560: 0.89x,
+    its interval below 1 by less than its half-width ("Too close to call"). Nothing says the
+    work got done faster, so the read wait per byte stays a warning and the verdict does not
+    call it "no slowdown"; the same reads beside a workload claimed faster are info (below)."""
+    base = summary(
+        {BULK: reads(100_000, 8 * KB, 0.05)}, facts=PG17, workload=work(stmt(SCAN, 400, 560))
+    )
+    now = summary({BULK: reads(33_000, 24 * KB, 0.05 * 3 * 4)}, workload=work(stmt(SCAN, 560, 500)))
+    report = judge(now, T, base)
+    assert report.workload is not None and report.workload.time_ratio < 1
+    assert report.workload.claim is None
+    assert report.verdict.workload.startswith("Too close to call")
+    found = {f.id: f for f in report.findings}
+    assert found["read_latency_regression"].severity == "warning"
+    assert "a read wait regression" in report.verdict.reads
+
+
 def test_within_the_factor_is_no_regression() -> None:
     now = work(stmt(SCAN, 100, 11), stmt(PROBE, 1000, 1.1))  # 1.1x
     found = {f.id for f in judge(summary(workload=now), T, summary(workload=BASE)).findings}
