@@ -1,5 +1,5 @@
 """What the window timing checks need of their CPU allowance (tests/cpu.py's WINDOW_CAPS and
-OVERRUN_CAP), on this host as it is and with `stress-ng --cpu N` beside it.
+OVERRUN_CAP), on this host as it is or with `stress-ng --cpu N` beside it.
 
 Runs the tests that hold those checks (a poll's age, several targets' first polls, a recovery,
 sample overruns) --rounds times with PG_AIO_TIMING_RECORD set: each check writes what it needed
@@ -8,7 +8,7 @@ its processes waited for a CPU and the host's steal over its window, and its cap
 row per kind: the largest need against the waits, and whether it is under the cap. A check's
 own failure ends nothing: the table is the result (a failed round is reported).
 
-Usage: python bench/timing_allowance.py [--rounds 3] [--stress] [--record FILE.jsonl]
+Usage: python bench/timing_allowance.py [--rounds 3] [--stress N] [--record FILE.jsonl]
 """
 
 from __future__ import annotations
@@ -53,28 +53,36 @@ def table(record: Path) -> None:
     for line in record.read_text().splitlines():
         check = json.loads(line)
         kinds[check["kind"]].append(check)
-    print("| kind | checks | load average | largest need | its waits + steal | cap |")
+    print("| kind | checks | load average | largest need | its waits + steal | its cap |")
     print("|---|---|---|---|---|---|")
     for kind, checks in sorted(kinds.items()):
-        worst = max(checks, key=lambda c: c["need"] - c["cap"])
+        # Overruns' windows differ (seconds to minutes): their need is a share of the window.
+        share = kind == "overruns"
+        worst = max(checks, key=lambda c: c["need"] / c["window"] if share else c["need"])
         loads = [c["load"] for c in checks]
+        need = f"{worst['need']:.2f} s" + (
+            f" ({worst['need'] / worst['window']:.3f} of {worst['window']:.1f} s)" if share else ""
+        )
         print(
-            f"| {kind} | {len(checks)} | {min(loads):.1f}-{max(loads):.1f} |"
-            f" {worst['need']:.2f} s | {worst['waited'] + worst['stolen']:.2f} s over"
-            f" {worst['window']:.1f} s | {worst['cap']:.2f} s |"
+            f"| {kind} | {len(checks)} | {min(loads):.1f}-{max(loads):.1f} | {need} |"
+            f" {worst['waited'] + worst['stolen']:.2f} s over {worst['window']:.1f} s |"
+            f" {worst['cap']:.2f} s |"
         )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--stress", action="store_true", help="stress-ng --cpu N beside it")
+    parser.add_argument(
+        "--stress", type=int, default=0, metavar="N", help="stress-ng --cpu N beside it"
+    )
     parser.add_argument("--record", type=Path, help="keep the checks' lines in this file")
     args = parser.parse_args()
     hog = None
     if args.stress:
-        cores = str(os.cpu_count() or 1)
-        hog = subprocess.Popen(["stress-ng", "--cpu", cores, "--quiet"], start_new_session=True)
+        hog = subprocess.Popen(
+            ["stress-ng", "--cpu", str(args.stress), "--quiet"], start_new_session=True
+        )
         time.sleep(2)
     with tempfile.TemporaryDirectory() as tmp:
         record = args.record or Path(tmp) / "checks.jsonl"

@@ -20,15 +20,18 @@ every thread of the processes named.
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import os
+import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import psycopg
 
@@ -163,7 +166,8 @@ class Timed:
 class Stopwatch:
     """Times operations one by one, each with the waits of the threads on its path while it
     ran: `path` names them, read before and after (a thread started meanwhile counts whole;
-    one that started and ended meanwhile, an exporter's request thread, is not seen)."""
+    one that started and ended meanwhile is not seen: `get` keeps the exporter's request
+    thread alive until it has been read)."""
 
     def __init__(self, path: Callable[[], Iterable[Task]]) -> None:
         self._path = path
@@ -180,6 +184,30 @@ class Stopwatch:
         waited = sum(max(0.0, thread_waited(t) - before.get(t, 0.0)) for t in tasks)
         self.timings.append(Timed(seconds, waited, stolen))
         return result
+
+    def get(
+        self, url: str, headers: Mapping[str, str] | None = None, tls: ssl.SSLContext | None = None
+    ) -> tuple[int, bytes]:
+        """One timed GET: its status and body. The exporter answers each connection on a
+        thread of its own, which would end with a closed connection before its waits were
+        read; HTTP/1.1 keeps it open (and the thread alive) until they have been."""
+        parts = urlsplit(url)
+        host, port = parts.hostname or "127.0.0.1", parts.port
+        conn = (
+            http.client.HTTPSConnection(host, port, timeout=5, context=tls)
+            if parts.scheme == "https"
+            else http.client.HTTPConnection(host, port, timeout=5)
+        )
+
+        def request() -> tuple[int, bytes]:
+            conn.request("GET", parts.path or "/", headers=dict(headers or {}))
+            response = conn.getresponse()
+            return response.status, response.read()
+
+        try:
+            return self(request)
+        finally:
+            conn.close()
 
 
 def scrape_path(pid: int) -> Callable[[], list[Task]]:
