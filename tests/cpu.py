@@ -14,8 +14,9 @@ path waited while it ran (the client's thread, the exporter's HTTP threads: not 
 loop, not the test's other threads, not the server's backends, not the time between
 operations), and never more than
 OPERATION_CAP: a slow exporter that also waited for a CPU fails once it is slower than the
-limit plus that cap. Waits over a longer window (`CpuWatch`: polls, samples) are summed over
-every thread of the processes named.
+limit plus that cap. Waits over a longer window (`CpuWatch`: a poll's age, overruns, first
+polls, a recovery) are summed over every thread of the processes named, and allowed at most
+their kind's cap (WINDOW_CAPS, OVERRUN_CAP).
 """
 
 from __future__ import annotations
