@@ -100,7 +100,7 @@ class Starved:
 
     waited: float
     stolen: float
-    window: float = 0.0
+    window: float
 
     @property
     def seconds(self) -> float:
