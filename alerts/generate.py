@@ -410,9 +410,9 @@ def mostly_above(params: Params, name: str, what: str) -> str:
 def share_words(params: Params, name: str) -> str:
     p = params["alerts"][name]
     return (
-        f"in at least {p['min_share']:g} of the scrape intervals of the last {p['window']} "
-        f"(each interval counts the same, whatever its throughput) and in one of the last "
-        f"{p['recent_window']}"
+        f"in at least {p['min_share']:g} of the scrape intervals with traffic to judge of the "
+        f"last {p['window']} (each interval counts the same, whatever its throughput) and in "
+        f"one of the last {p['recent_window']}"
     )
 
 
