@@ -328,11 +328,15 @@ def interval_series(params: Params, name: str) -> str:
 
 def interval_rules(params: Params) -> list[Recording]:
     """Latency of the last scrape interval, and whether it was above the storage class's
-    limit with traffic enough to judge (1) or not (0): the alerts average the latter over
-    time. A count-weighted window, rate(time[5m]) / rate(ops[5m]), lets the healthy minutes
-    before an incident that collapses throughput (fsync +10 ms: 28x fewer syncs) outweigh it
-    for minutes; here each interval counts the same whatever its throughput. The traffic is
-    the interval's own too: a 5m rate on a fresh Prometheus is a fraction of the real one.
+    limit (1) or not (0): the alerts average the latter over time. A count-weighted window,
+    rate(time[5m]) / rate(ops[5m]), lets the healthy minutes before an incident that collapses
+    throughput (fsync +10 ms: 28x fewer syncs) outweigh it for minutes; here each interval
+    counts the same whatever its throughput. An interval with too little traffic to judge (its
+    own, below the guard: a 5m rate on a fresh Prometheus is a fraction of the real one) has
+    no sample, as one with none at all (the latency's denominator is > 0), so the average is
+    the share of the intervals with traffic that were slow: pg_stat_io learns a scan's reads
+    when its statement ends, and the exporter's 30 s poll leaves every other 15 s interval
+    unchanged; an interval without news is neither slow nor healthy.
 
     The 0/1 series read the scraped counters themselves, not the interval figures recorded
     beside them: vmalert sees a series recorded in the same evaluation only once
@@ -364,22 +368,23 @@ def interval_rules(params: Params) -> list[Recording]:
             figure("read_latency_above_limit"),
             "target",
             "1 when the last scrape interval's wait per read was above the storage class's "
-            f"limit for reads of its size (PgAioReadLatencyHigh's) at >= "
-            f"{params['min_read_ops_per_second']} reads/s, else 0",
+            "limit for reads of its size (PgAioReadLatencyHigh's), 0 when not; no sample for "
+            f"an interval with fewer than {params['min_read_ops_per_second']} reads/s",
             f"(\n{indent(grouped(reads['read_latency_seconds'].expr))}\n  > bool\n"
             f"{indent(read_allowance(params, grouped(reads['read_size_bytes'].expr)), 2)}\n)\n"
-            f"* ({reads['read_ops_per_second'].expr} >= bool "
-            f"{params['min_read_ops_per_second']})",
+            f"and\n{reads['read_ops_per_second'].expr} >= "
+            f"{params['min_read_ops_per_second']}",
         ),
         Recording(
             figure("wal_sync_latency_above_limit"),
             "target",
             "1 when the last scrape interval's time per WAL sync was above the storage "
-            f"class's seconds_per_sync at >= {min_syncs} syncs/s, else 0",
+            "class's seconds_per_sync, 0 when not; no sample for an interval with fewer than "
+            f"{min_syncs} syncs/s",
             f"(\n{indent(grouped(syncs['wal_sync_latency_seconds'].expr))}\n"
             f"  > bool on (target) group_left ()\n"
             f"  {class_limit('seconds_per_sync')}\n)\n"
-            f"* ({syncs['wal_syncs_per_second'].expr} >= bool {min_syncs})",
+            f"and\n{syncs['wal_syncs_per_second'].expr} >= {min_syncs}",
         ),
     ]
 
@@ -405,9 +410,9 @@ def mostly_above(params: Params, name: str, what: str) -> str:
 def share_words(params: Params, name: str) -> str:
     p = params["alerts"][name]
     return (
-        f"in at least {p['min_share']:g} of the scrape intervals of the last {p['window']} "
-        f"(each interval counts the same, whatever its throughput) and in one of the last "
-        f"{p['recent_window']}"
+        f"in at least {p['min_share']:g} of the scrape intervals with traffic to judge of the "
+        f"last {p['window']} (each interval counts the same, whatever its throughput) and in "
+        f"one of the last {p['recent_window']}"
     )
 
 

@@ -75,6 +75,10 @@ READS = {
     "read_kB": "quantile_over_time(0.5, pg_aio_target:read_size_bytes:irate4m[{w}]) / 1e3",
     "reads_per_s": "avg_over_time(pg_aio_target:read_ops_per_second:irate4m[{w}])",
     "slow_share": "avg_over_time(pg_aio_target:read_latency_above_limit:irate4m[{w}])",
+    # Scrape intervals: all, with reads, with reads enough to be judged (the 0/1 series').
+    "intervals": "count_over_time(pg_aio_target:read_ops_per_second:irate4m[{w}])",
+    "with_reads": "count_over_time(pg_aio_target:read_latency_seconds:irate4m[{w}])",
+    "judged": "count_over_time(pg_aio_target:read_latency_above_limit:irate4m[{w}])",
 }
 SYNCS = {
     "ms_per_sync": (
@@ -85,6 +89,9 @@ SYNCS = {
     ),
     "syncs_per_s": "avg_over_time(pg_aio_target:wal_syncs_per_second:irate4m[{w}])",
     "slow_share": "avg_over_time(pg_aio_target:wal_sync_latency_above_limit:irate4m[{w}])",
+    "intervals": "count_over_time(pg_aio_target:wal_syncs_per_second:irate4m[{w}])",
+    "with_syncs": "count_over_time(pg_aio_target:wal_sync_latency_seconds:irate4m[{w}])",
+    "judged": "count_over_time(pg_aio_target:wal_sync_latency_above_limit:irate4m[{w}])",
 }
 
 

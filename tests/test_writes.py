@@ -76,10 +76,16 @@ WRITE_SHORT: dict[str, Any] = {
     **SHORT,
     "alerts": {
         **SHORT["alerts"],
+        # min_share as before issue 30's 0.16 (one minute in five at 15-60 s scrapes): here 4
+        # of the window's 15 one-second intervals. A second of ~100 syncs is far noisier than
+        # a minute, and this shared disk's healthy TPC-B syncs take over 5 ms in single seconds
+        # (0.16, 3 of 15, fired in the quiet phase: 6.4 ms); the slow phase's 50 ms syncs put
+        # every interval above the limit either way.
         "PgAioWalSyncLatencyHigh": {
             "for": "5s",
             "window": WINDOW,
             "recent_window": RECENT_WINDOW,
+            "min_share": 0.25,
         },
         "PgAioStorageSaturatedByWrites": {"for": "5s"},
         "PgAioWriteLatencyRegression": {"for": "5s"},
