@@ -71,9 +71,12 @@ def reads(ctx: Context, found: dict[str, Finding]) -> str:
         f" {units.size(before.size_bytes)} per read)"
     )
     if "read_latency_regression" in found and found["read_latency_regression"].severity == "info":
+        workload = ctx.workload()
+        claimed = workload is not None and workload.claim == "faster"
         change = (
-            f"{units.ratio(ratio)} longer wait per MiB, while the workload ran faster: the"
-            " wait overlapped more, it is no slowdown."
+            f"{units.ratio(ratio)} longer wait per MiB, while the workload"
+            f" {'ran faster' if claimed else 'was not slower'}: the wait overlapped more, it is"
+            " no slowdown."
         )
     elif "read_latency_regression" in found:
         change = f"{units.ratio(ratio)} slower per MiB: a read wait regression."
