@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from alerts.params import Params
 
 
+# --- PromQL helpers ----------------------------------------------------------------------------
+
+
 def series(params: Params, name: str, *extra: str) -> str:
     """An exporter metric restricted by the global selector and `extra` matchers."""
     return Scope(params["selector"], "").series(name, *extra)
@@ -41,6 +44,9 @@ def series(params: Params, name: str, *extra: str) -> str:
 
 def indent(expr: str, spaces: int = 2) -> str:
     return "\n".join(" " * spaces + line for line in expr.splitlines())
+
+
+# --- recording rules ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -286,6 +292,9 @@ def recording_rules(params: Params) -> list[Recording]:
         *storage_class_rules(params),
         *interval_rules(params),
     ]
+
+
+# --- what the alerts read: recorded series, the two sides --------------------------------------
 
 
 def rec(params: Params, name: str) -> str:
