@@ -1,5 +1,5 @@
 """PromQL of the pg_stat_io and sampler figures, shared by the recording rules
-(alerts/generate.py) and the dashboards (dashboards/figures.py), so that a panel and the rule
+(alerts/recording.py) and the dashboards (dashboards/figures.py), so that a panel and the rule
 of the same name compute the same thing. The names in it (operations, rows, backend types) are
 the package's vocabulary (pg_aio_exporter/vocabulary.py).
 """
@@ -43,6 +43,11 @@ def value_span(selector: str, window: str) -> str:
     return f"max_over_time({selector}[{window}]) - min_over_time({selector}[{window}])"
 
 
+def total(expr: str, per_target: bool) -> str:
+    """`expr` over pg_stat_io's rows summed per target when `per_target`, else as it is."""
+    return f"sum {without(IO_LABELS)} ({expr})" if per_target else expr
+
+
 @dataclass(frozen=True)
 class Scope:
     """How a formula reads the exporter's series: `selector` on every one of them, each range
@@ -78,14 +83,10 @@ class Formula:
 def io_formulas(scope: Scope, *row: str, per_target: bool = False) -> dict[str, Formula]:
     """The pg_stat_io read figures by name, per (backend_type, object, context) row or,
     `per_target`, summed over the rows; `row` are matchers on those row labels."""
-
-    def total(expr: str) -> str:
-        return f"sum {without(IO_LABELS)} ({expr})" if per_target else expr
-
-    reads = total(scope.rate("pg_stat_io_reads_total", *row))
-    read_bytes = total(scope.rate("pg_stat_io_read_bytes_total", *row))
-    read_time = total(scope.rate("pg_stat_io_read_time_seconds_total", *row))
-    hits = total(scope.rate("pg_stat_io_hits_total", *row))
+    reads = total(scope.rate("pg_stat_io_reads_total", *row), per_target)
+    read_bytes = total(scope.rate("pg_stat_io_read_bytes_total", *row), per_target)
+    read_time = total(scope.rate("pg_stat_io_read_time_seconds_total", *row), per_target)
+    hits = total(scope.rate("pg_stat_io_hits_total", *row), per_target)
     # read_time is 0 while track_io_timing is off: a latency of 0 there would be a lie and
     # would drag down the regression baseline, so latency exists only for windows fully on.
     timing_on = f"min_over_time({scope.range('pg_settings_track_io_timing')}) == 1"
@@ -241,14 +242,11 @@ def write_formulas(scope: Scope, *row: str, per_target: bool = False) -> dict[st
     wal_formulas has them)."""
     rows = (*row, f'object!="{vocabulary.WAL_OBJECT}"')
 
-    def total(expr: str) -> str:
-        return f"sum {without(IO_LABELS)} ({expr})" if per_target else expr
-
     gate = _timed(scope, "pg_settings_track_io_timing", IO_LABELS)
     out: list[Formula] = []
     for op, operation in WRITE_OPERATIONS.items():
-        ops = total(scope.rate(f"pg_stat_io_{operation.count}_total", *rows))
-        seconds = total(scope.rate(f"pg_stat_io_{operation.time}_seconds_total", *rows))
+        ops = total(scope.rate(f"pg_stat_io_{operation.count}_total", *rows), per_target)
+        seconds = total(scope.rate(f"pg_stat_io_{operation.time}_seconds_total", *rows), per_target)
         out.append(Formula(f"{op}_ops_per_second", f"{op} operations/s", ops))
         out.append(
             Formula(
@@ -258,7 +256,7 @@ def write_formulas(scope: Scope, *row: str, per_target: bool = False) -> dict[st
             )
         )
         if operation.bytes is not None:
-            moved = total(scope.rate(f"pg_stat_io_{operation.bytes}_total", *rows))
+            moved = total(scope.rate(f"pg_stat_io_{operation.bytes}_total", *rows), per_target)
             out.append(Formula(f"{op}_bytes_per_second", f"bytes/s by {op}", moved))
             out.append(
                 Formula(

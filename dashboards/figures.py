@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from alerts import promql
-from alerts.generate import THRESHOLDS, load_params
+from alerts.params import THRESHOLDS, load_params
 
 from pg_aio_exporter import thresholds
 from pg_aio_exporter.vocabulary import SUBMISSION_QUEUE

@@ -16,8 +16,11 @@ from typing import Any
 
 import pytest
 import yaml
+from alerts import alerting, generate
+from alerts.params import DEFAULT_PARAMS, THRESHOLDS, ParamsError, load_params
+from alerts.render import DOC, outputs, render_doc
 
-from alert_rules import COMMAND, load_generator
+from alert_rules import COMMAND
 from prometheus import VERSIONS, binary
 
 pytestmark = pytest.mark.unit
@@ -48,11 +51,6 @@ INTERFACE = [
     for window in SHIPPED_WINDOWS
     for name in ("io_worker_utilization", "active_sessions", "in_flight_depth")
 ]
-
-
-@pytest.fixture(scope="module")
-def generate() -> ModuleType:
-    return load_generator()
 
 
 def promtool(*args: str | Path, version: str = "2") -> subprocess.CompletedProcess[str]:
@@ -116,9 +114,7 @@ def unsafe_fixture(generate: ModuleType, directory: Path, fixture: str) -> Path:
 
 
 @pytest.mark.parametrize("fixture", ["health", "latency_absolute", "settings"])
-def test_fixtures_fail_without_the_target_selector(
-    generate: ModuleType, tmp_path: Path, fixture: str
-) -> None:
+def test_fixtures_fail_without_the_target_selector(tmp_path: Path, fixture: str) -> None:
     """These fixtures hold another exporter's series of the same names (no `target` label):
     with an empty selector the rules pick them up and the fixture fails, so it can fail."""
     result = promtool("test", "rules", unsafe_fixture(generate, tmp_path, fixture))
@@ -126,12 +122,12 @@ def test_fixtures_fail_without_the_target_selector(
     assert "FAILED" in result.stdout + result.stderr
 
 
-def test_committed_output_is_the_generators(generate: ModuleType) -> None:
-    params = generate.load_params()
-    for name, text in generate.outputs(params).items():
+def test_committed_output_is_the_generators() -> None:
+    params = load_params()
+    for name, text in outputs(params).items():
         assert (ALERTS_DIR / name).read_text() == text, f"alerts/{name} drifted: run make rules"
-    doc = generate.DOC.read_text()
-    assert generate.render_doc(doc, params) == doc, "docs/alerts.md drifted: run make rules"
+    doc = DOC.read_text()
+    assert render_doc(doc, params) == doc, "docs/alerts.md drifted: run make rules"
 
 
 def test_interface_names_exist() -> None:
@@ -206,7 +202,7 @@ def test_latency_regression_reads_latency_per_byte() -> None:
     assert "read_latency_seconds" not in regression["expr"]
 
 
-def test_override_renames_windows_and_keeps_docs(generate: ModuleType, tmp_path: Path) -> None:
+def test_override_renames_windows_and_keeps_docs(tmp_path: Path) -> None:
     override = tmp_path / "short.yaml"
     override.write_text(
         yaml.safe_dump(
@@ -218,7 +214,7 @@ def test_override_renames_windows_and_keeps_docs(generate: ModuleType, tmp_path:
             }
         )
     )
-    doc_before = generate.DOC.read_text()
+    doc_before = DOC.read_text()
     out = tmp_path / "rules"
     result = subprocess.run(
         [sys.executable, *COMMAND, "--params", override, "--out", out],
@@ -228,7 +224,7 @@ def test_override_renames_windows_and_keeps_docs(generate: ModuleType, tmp_path:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert generate.DOC.read_text() == doc_before
+    assert DOC.read_text() == doc_before
     files = sorted(out.glob("*.yml"))
     assert promtool("check", "rules", *files).returncode == 0
     recorded = {r["record"] for r in rules("record", files)}
@@ -249,7 +245,6 @@ def test_override_renames_windows_and_keeps_docs(generate: ModuleType, tmp_path:
     ],
 )
 def test_windows_follow_the_scrape_interval(
-    generate: ModuleType,
     tmp_path: Path,
     scrape_interval: str,
     windows: list[str],
@@ -257,7 +252,7 @@ def test_windows_follow_the_scrape_interval(
 ) -> None:
     override = tmp_path / "scrape.yaml"
     override.write_text(yaml.safe_dump({"scrape_interval": scrape_interval}))
-    params = generate.load_params([override])
+    params = load_params([override])
     assert (params["rate_windows"], params["alert_window"]) == (windows, alert_window)
 
 
@@ -280,16 +275,14 @@ def test_windows_follow_the_scrape_interval(
         ),
     ],
 )
-def test_bad_override_is_rejected(
-    generate: ModuleType, tmp_path: Path, override: dict[str, Any], message: str
-) -> None:
+def test_bad_override_is_rejected(tmp_path: Path, override: dict[str, Any], message: str) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(override))
-    with pytest.raises(generate.ParamsError, match=message):
-        generate.load_params([path])
+    with pytest.raises(ParamsError, match=message):
+        load_params([path])
 
 
-def test_each_side_regresses_against_its_own_baseline(generate: ModuleType, tmp_path: Path) -> None:
+def test_each_side_regresses_against_its_own_baseline(tmp_path: Path) -> None:
     """The read and write regressions are one builder; each reads its own alert's baseline
     settings, and the saturation alerts' latency signal its side's."""
     override = tmp_path / "baseline.yaml"
@@ -305,7 +298,7 @@ def test_each_side_regresses_against_its_own_baseline(generate: ModuleType, tmp_
             }
         )
     )
-    built = generate.alerts(generate.load_params([override]))
+    built = alerting.alerts(load_params([override]))
     read_baseline = "quantile_over_time(0.5, pg_aio_target:read_seconds_per_byte_by_regime"
     write_baseline = "quantile_over_time(0.9, pg_aio_target:write_seconds_per_byte_by_regime"
     for name in ("PgAioReadLatencyRegression", "PgAioStorageSaturated"):
@@ -351,23 +344,19 @@ def test_make_rules_regenerates_every_file_from_the_params(tmp_path: Path) -> No
     assert subprocess.run([*check, "--check"], capture_output=True, check=False).returncode == 0
 
 
-def test_a_threshold_has_one_source(
-    generate: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_threshold_has_one_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The report's thresholds file and params.yaml set different keys; a key in both fails."""
-    params = yaml.safe_load(generate.DEFAULT_PARAMS.read_text())
-    thresholds = yaml.safe_load(generate.THRESHOLDS.read_text())
+    params = yaml.safe_load(DEFAULT_PARAMS.read_text())
+    thresholds = yaml.safe_load(THRESHOLDS.read_text())
     assert "min_read_ops_per_second" not in params
     assert "factor" not in params["alerts"]["PgAioReadLatencyRegression"]
     assert (
-        generate.load_params()["alerts"]["PgAioReadLatencyRegression"]["factor"]
+        load_params()["alerts"]["PgAioReadLatencyRegression"]["factor"]
         == (thresholds["alerts"]["PgAioReadLatencyRegression"]["factor"])
     )
     params["alerts"]["PgAioStorageSaturated"]["latency_factor"] = 5
     twice = tmp_path / "params.yaml"
     twice.write_text(yaml.safe_dump(params))
-    monkeypatch.setattr(generate, "DEFAULT_PARAMS", twice)
-    with pytest.raises(
-        generate.ParamsError, match=r"PgAioStorageSaturated\.latency_factor is set in both"
-    ):
-        generate.load_params()
+    monkeypatch.setattr("alerts.params.DEFAULT_PARAMS", twice)
+    with pytest.raises(ParamsError, match=r"PgAioStorageSaturated\.latency_factor is set in both"):
+        load_params()

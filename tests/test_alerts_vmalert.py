@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import yaml
+from alerts import generate
 
-from alert_rules import load_generator
 from test_alerts_rules import FIXTURES, unsafe_fixture
 from victoriametrics import binary
 
@@ -59,7 +58,6 @@ def test_vmalert_tool_fixtures(fixture: Path, tmp_path: Path) -> None:
 def test_a_fixture_fails_under_vmalert_without_the_target_selector(tmp_path: Path) -> None:
     """As under promtool (tests/test_alerts_rules.py): the settings fixture holds another
     exporter's series of our names, which rules with an empty selector pick up."""
-    generate: ModuleType = load_generator()
     copy = unsafe_fixture(generate, tmp_path, "settings")
     (tmp_path / "vm").mkdir()
     result = vmalert_tool(copy, tmp_path / "vm")

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 import yaml
+from alerts.params import seconds
 from dashboards import dashboard_queries as dq
 from dashboards import generate
 
 import dashboard_lint
-from alert_rules import load_generator
 from prometheus import VERSIONS, binary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -263,7 +263,7 @@ def test_ranges_hold_at_any_scrape_interval(board: dict[str, Any]) -> None:
     for query in dq.queries(board):
         for window in re.findall(r"\[([^\]]+)\]", query.expr):
             if query.kind == "annotation":
-                if load_generator().seconds(window) < 4 * 60:
+                if seconds(window) < 4 * 60:
                     problems.append(f"{query.where}: {window}")
             elif window not in ("$__rate_interval", "$__range"):
                 problems.append(f"{query.where}: {window}")

@@ -25,9 +25,11 @@ from typing import Any
 import psycopg
 import pytest
 import yaml
+from alerts import alerting
+from alerts.params import load_params
+from alerts.recording import interval_rules, write_rules
 from dashboards import dashboard_queries as dq
 
-from alert_rules import load_generator
 from conftest import SMALL_BUFFERS, TABLE_MB
 from dashboard_stack import RULE_FILES, aio_stack, grafana_globals, resolve
 from harness import Exporter
@@ -257,11 +259,10 @@ def test_every_recording_rule_records_our_series_only(prom: Prometheus) -> None:
     # The write side's rules have nothing to record from this stack's read-only workload on a
     # server with fsync off; tests/test_writes.py checks them live under pgbench's writes, and
     # tests/rules/writes.yml each formula.
-    generator = load_generator()
-    params = generator.load_params()
-    writes = {r.name for w in params["rate_windows"] for r in generator.write_rules(params, w)}
+    params = load_params()
+    writes = {r.name for w in params["rate_windows"] for r in write_rules(params, w)}
     # So have the last interval's WAL sync latency and its 0/1 judgement: no sync to time.
-    writes |= {r.name for r in generator.interval_rules(params) if "wal_sync_latency" in r.name}
+    writes |= {r.name for r in interval_rules(params) if "wal_sync_latency" in r.name}
     assert writes < set(names)
     # Rules against a PostgreSQL 19 setting (io_max_workers) record nothing from this 18 stack;
     # tests/rules/saturation.yml checks them.
@@ -284,12 +285,11 @@ def test_alerts_ignore_the_series_of_postgres_exporter(prom: Prometheus) -> None
     for name in ("pg_up", "pg_settings_track_io_timing", "pg_settings_shared_buffers_bytes"):
         assert prom.query(f'{name}{{job="{PEER_JOB}"}}'), name
     # ... and an alert without the selector reads them: its role has track_io_timing off ...
-    generate = load_generator()
-    params = generate.load_params()
-    unsafe = generate.alerts({**params, "selector": ""})["PgAioTrackIoTimingOff"].expr
+    params = load_params()
+    unsafe = alerting.alerts({**params, "selector": ""})["PgAioTrackIoTimingOff"].expr
     assert {s["metric"].get("job") for s in prom.query(unsafe)} == {PEER_JOB}
     # ... while the shipped one, evaluated by Prometheus, reads ours only.
-    assert prom.query(generate.alerts(params)["PgAioTrackIoTimingOff"].expr) == []
+    assert prom.query(alerting.alerts(params)["PgAioTrackIoTimingOff"].expr) == []
     alerts = prom.alerts()
     assert [a for a in alerts if foreign({"metric": a["labels"]})] == []
     names = {a["labels"]["alertname"] for a in alerts}

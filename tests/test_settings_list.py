@@ -8,8 +8,9 @@ import importlib.util
 import sys
 
 import pytest
+from alerts.alerting import setting_changed
+from alerts.params import load_params
 
-from alert_rules import load_generator
 from pg_aio_exporter.collectors import settings
 from pg_aio_exporter.collectors.server import ServerVersion
 from pg_aio_exporter.expose.metricset import MetricSet
@@ -73,8 +74,7 @@ def test_the_dashboards_annotate_its_changes() -> None:
 
 @pytest.mark.usefixtures("one_more")
 def test_the_rules_alert_on_its_changes() -> None:
-    generate = load_generator()
-    params = generate.load_params()
-    alert = generate.setting_changed(params, params["alerts"]["PgAioSettingChanged"])
+    params = load_params()
+    alert = setting_changed(params, params["alerts"]["PgAioSettingChanged"])
     assert "pg_settings_io_future_depth" in alert.expr
     assert '"setting", "io_future_depth"' in alert.expr

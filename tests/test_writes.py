@@ -36,9 +36,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from alerts.params import load_params
+from alerts.recording import write_rules
 from dashboards import dashboard_queries as dq
 
-from alert_rules import load_generator
 from alertstack import (
     RECENT_WINDOW,
     SHORT,
@@ -309,9 +310,8 @@ def write_queries(rules_dir: Path) -> dict[str, str]:
     chosen = every_value(board)
     panels = [q for q in dq.queries(board) if q.kind == "panel" and q.title in WRITE_PANELS]
     assert {q.title for q in panels} == WRITE_PANELS
-    generator = load_generator()
-    params = generator.load_params([rules_dir / "short.yaml"])
-    rules = [r.name for r in generator.write_rules(params, WINDOW)]
+    params = load_params([rules_dir / "short.yaml"])
+    rules = [r.name for r in write_rules(params, WINDOW)]
     return {q.where: dq.substitute(q.expr, chosen) for q in panels} | {n: n for n in rules}
 
 

@@ -16,7 +16,7 @@ from pg_aio_exporter.versions import PG10
 @dataclass(frozen=True)
 class Setting:
     """One AIO-relevant setting. This list is the one the collector, the report, the dashboards
-    (dashboards/generate.py) and the alert rules (alerts/generate.py) read."""
+    (dashboards/generate.py) and the alert rules (alerts/alerting.py) read."""
 
     name: str  # in pg_settings
     unit: str  # "count", "bytes" (memory), "seconds" (time) or "bool" (0/1)
