@@ -119,3 +119,22 @@ def test_the_build_runs_as_a_top_level_make(script: ModuleType) -> None:
     outer = {"PATH": "/usr/bin", "MAKELEVEL": "1", "MAKEFLAGS": "w -j2", "MFLAGS": "-w"}
     env = script.child_environment(outer, {"DEBIAN_FRONTEND": "noninteractive"})
     assert env == {"PATH": "/usr/bin", "DEBIAN_FRONTEND": "noninteractive"}
+
+
+def test_only_complete_debian_trees_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tree is complete once it has its package list (written last, before the rename); a
+    dot-directory is a fetch under way or cut off, another major's tree is not this one's."""
+    monkeypatch.setattr(debian, "CACHE", tmp_path)
+    for name, complete in (
+        ("19~rc1-1", True),
+        (".19~rc2-1-abc", True),
+        ("19.1-1", False),
+        ("18.6-1", True),
+    ):
+        (tmp_path / name / "usr" / "lib" / "postgresql").mkdir(parents=True)
+        if complete:
+            (tmp_path / name / debian.MARK).write_text("postgresql-19_19~rc1-1_amd64.deb\n")
+    assert debian.installs("19") == [tmp_path / "19~rc1-1"]
+    bin_dir = tmp_path / "19~rc1-1" / "usr" / "lib" / "postgresql" / "19" / "bin"
+    assert debian.tree_of(bin_dir) == tmp_path / "19~rc1-1"
+    assert debian.tree_of(tmp_path / "19.1-1" / "usr") is None
