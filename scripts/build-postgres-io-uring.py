@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import pwd
-import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +29,7 @@ from pathlib import Path
 from typing import IO
 
 from pg_aio_exporter.demo import iouring
+from pg_aio_exporter.demo.debian import ArchiveError, sandbox_may_write, system_archive
 
 SOURCE_PACKAGE = "postgresql-18"
 SUITE = "sid"
@@ -64,7 +63,7 @@ class BuildError(Exception):
 def main() -> int:
     try:
         print(build())
-    except (BuildError, iouring.IoUringUnavailable) as error:
+    except (BuildError, ArchiveError, iouring.IoUringUnavailable) as error:
         print(f"build-postgres-io-uring: {error}", file=sys.stderr)
         return 1
     return 0
@@ -173,56 +172,6 @@ def download_source(work: Path) -> tuple[str, Path]:
         raise BuildError(f"apt-get source {SOURCE_PACKAGE} gave no .dsc or upstream tarball")
     version = dsc.name.removeprefix(f"{SOURCE_PACKAGE}_").removesuffix(".dsc")
     return version.partition(":")[2] or version, tarball
-
-
-def system_archive(etc: Path = Path("/etc")) -> tuple[str, str | None]:
-    """URI (and keyring) of the apt source that serves this release's own suite."""
-    codename = os_release(etc).get("VERSION_CODENAME")
-    if codename is None:
-        raise BuildError(f"no VERSION_CODENAME in {etc / 'os-release'}: not Debian")
-    for uri, suites, keyring in apt_sources(etc / "apt"):
-        if codename in suites:
-            return uri, keyring
-    raise BuildError(f"no apt source for {codename} in {etc / 'apt'}/sources.list(.d)")
-
-
-def apt_sources(apt: Path) -> list[tuple[str, list[str], str | None]]:
-    """(uri, suites, keyring) of every enabled `deb` source, one-line and deb822 formats."""
-    found: list[tuple[str, list[str], str | None]] = []
-    for path in [apt / "sources.list", *sorted((apt / "sources.list.d").glob("*.list"))]:
-        if path.exists():
-            for line in path.read_text().splitlines():
-                words = re.sub(r"\[[^]]*\]", "", line.split("#")[0]).split()
-                if len(words) >= 3 and words[0] == "deb":
-                    keyring = re.search(r"signed-by=(\S+?)[\s\]]", line)
-                    found.append((words[1], [words[2]], keyring[1] if keyring else None))
-    for path in sorted((apt / "sources.list.d").glob("*.sources")):
-        for stanza in re.split(r"\n\s*\n", path.read_text()):
-            fields = dict(
-                re.findall(r"^([\w-]+):[ \t]*(.*)$", re.sub(r"(?m)^#.*\n?", "", stanza), re.M)
-            )
-            if "deb" in fields.get("Types", "").split() and fields.get("Enabled") != "no":
-                keyring = fields.get("Signed-By")
-                for uri in fields.get("URIs", "").split():
-                    found.append((uri, fields.get("Suites", "").split(), keyring))
-    return found
-
-
-def os_release(etc: Path) -> dict[str, str]:
-    text = (etc / "os-release").read_text()
-    return {key: value.strip('"') for key, value in re.findall(r"^(\w+)=(.*)$", text, re.M)}
-
-
-def sandbox_may_write(path: Path) -> None:
-    """As root, apt downloads as the user _apt: let it write where it downloads."""
-    if os.geteuid() != 0:
-        return
-    try:
-        sandbox = pwd.getpwnam("_apt")
-    except KeyError:
-        return
-    for entry in [path, *path.rglob("*")]:
-        os.chown(entry, sandbox.pw_uid, -1)
 
 
 # The variables through which a make passes its state to the makes it runs. `make test` runs

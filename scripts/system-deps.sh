@@ -6,9 +6,10 @@
 #   pg_stat_io" server), golang-go (when no Go is installed: the suite builds actionlint, and
 #   scripts/prometheus3.sh Prometheus 3, from the Go module proxy into ~/.cache/pg_aio_exporter/),
 #   stress-ng (`make test-loaded`: every core kept busy under the timing tests), chromium and
-#   chromium-driver (the HTML report opened in a real headless browser, tests/test_report_html.py).
-# PostgreSQL 18 comes from PyPI and 16/17 from npm into ~/.cache/pg_aio_exporter/, so nothing
-# else is needed.
+#   chromium-driver (the HTML report opened in a real headless browser, tests/test_report_html.py),
+#   patchelf (PostgreSQL 19 from Debian's archive pointed at its own C library, demo/debian.py).
+# PostgreSQL 18 comes from PyPI, 16/17 from npm and 19 from Debian's archive (apt-get download,
+# no installation) into ~/.cache/pg_aio_exporter/, so nothing else is needed.
 set -euo pipefail
 
 need=()
@@ -23,6 +24,7 @@ command -v go >/dev/null || [ -x /usr/local/go/bin/go ] || need+=(golang-go)
 command -v stress-ng >/dev/null || need+=(stress-ng)
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
+command -v patchelf >/dev/null || need+=(patchelf)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -20,7 +20,7 @@ from pg_aio_exporter.poll.sampler import Sampler
 from pg_aio_exporter.poll.worker import PG_UP_HELP
 
 FIXTURES = Path(__file__).parent / "fixtures"
-MAJORS = ("16", "17", "18")
+MAJORS = ("16", "17", "18", "19")
 BASE_LABELS = {"target": "recorded", "cluster": "c1"}
 R = TypeVar("R")
 

@@ -1,6 +1,6 @@
-"""scripts/build-postgres-io-uring.py and demo/iouring.py, the parts that are pure logic: which
-archive the machine's apt sources name, what counts as a finished build, and the one-line
-refusal when the kernel forbids io_uring. (The build itself runs in `make test`.)"""
+"""scripts/build-postgres-io-uring.py, demo/iouring.py and demo/debian.py, the parts that are
+pure logic: which archive the machine's apt sources name, what counts as a finished build, and
+the one-line refusal when the kernel forbids io_uring. (The build itself runs in `make test`.)"""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from types import ModuleType
 import pytest
 
 from harness import REPO
-from pg_aio_exporter.demo import iouring
+from pg_aio_exporter.demo import debian, iouring
 
 pytestmark = pytest.mark.unit
 
@@ -34,7 +34,7 @@ def etc(tmp_path: Path, codename: str, sources: dict[str, str]) -> Path:
     return tmp_path
 
 
-def test_the_archive_of_the_systems_own_suite_deb822(script: ModuleType, tmp_path: Path) -> None:
+def test_the_archive_of_the_systems_own_suite_deb822(tmp_path: Path) -> None:
     sources = (
         "Types: deb-src\nURIs: http://src.example/debian\nSuites: bookworm\nComponents: main\n"
         "\n"
@@ -47,7 +47,7 @@ def test_the_archive_of_the_systems_own_suite_deb822(script: ModuleType, tmp_pat
         "Types: deb\nURIs: http://security.example/debian-security\n"
         "Suites: bookworm-security\nComponents: main\n"
     )
-    found = script.system_archive(
+    found = debian.system_archive(
         etc(tmp_path, "bookworm", {"sources.list.d/debian.sources": sources})
     )
     assert found == (
@@ -56,21 +56,21 @@ def test_the_archive_of_the_systems_own_suite_deb822(script: ModuleType, tmp_pat
     )
 
 
-def test_the_archive_of_the_systems_own_suite_one_line(script: ModuleType, tmp_path: Path) -> None:
+def test_the_archive_of_the_systems_own_suite_one_line(tmp_path: Path) -> None:
     sources = (
         "deb http://security.example/debian-security bookworm-security main\n"
         "# deb http://old.example/debian bookworm main\n"
         "deb-src http://src.example/debian bookworm main\n"
         "deb [arch=amd64 signed-by=/etc/k.gpg] http://mirror.example/debian bookworm main\n"
     )
-    found = script.system_archive(etc(tmp_path, "bookworm", {"sources.list": sources}))
+    found = debian.system_archive(etc(tmp_path, "bookworm", {"sources.list": sources}))
     assert found == ("http://mirror.example/debian", "/etc/k.gpg")
 
 
-def test_no_source_for_the_suite_is_one_line(script: ModuleType, tmp_path: Path) -> None:
+def test_no_source_for_the_suite_is_one_line(tmp_path: Path) -> None:
     root = etc(tmp_path, "noble", {"sources.list": "deb http://x.example/debian bookworm main\n"})
-    with pytest.raises(script.BuildError) as raised:
-        script.system_archive(root)
+    with pytest.raises(debian.ArchiveError) as raised:
+        debian.system_archive(root)
     assert str(raised.value).startswith("no apt source for noble in ")
     assert "\n" not in str(raised.value)
 
@@ -119,3 +119,22 @@ def test_the_build_runs_as_a_top_level_make(script: ModuleType) -> None:
     outer = {"PATH": "/usr/bin", "MAKELEVEL": "1", "MAKEFLAGS": "w -j2", "MFLAGS": "-w"}
     env = script.child_environment(outer, {"DEBIAN_FRONTEND": "noninteractive"})
     assert env == {"PATH": "/usr/bin", "DEBIAN_FRONTEND": "noninteractive"}
+
+
+def test_only_complete_debian_trees_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tree is complete once it has its package list (written last, before the rename); a
+    dot-directory is a fetch under way or cut off, another major's tree is not this one's."""
+    monkeypatch.setattr(debian, "CACHE", tmp_path)
+    for name, complete in (
+        ("19~rc1-1", True),
+        (".19~rc2-1-abc", True),
+        ("19.1-1", False),
+        ("18.6-1", True),
+    ):
+        (tmp_path / name / "usr" / "lib" / "postgresql").mkdir(parents=True)
+        if complete:
+            (tmp_path / name / debian.MARK).write_text("postgresql-19_19~rc1-1_amd64.deb\n")
+    assert debian.installs("19") == [tmp_path / "19~rc1-1"]
+    bin_dir = tmp_path / "19~rc1-1" / "usr" / "lib" / "postgresql" / "19" / "bin"
+    assert debian.tree_of(bin_dir) == tmp_path / "19~rc1-1"
+    assert debian.tree_of(tmp_path / "19.1-1" / "usr") is None

@@ -22,7 +22,7 @@ from recorded import FIXTURES, typed
 from test_collectors import T, poll
 
 pytestmark = pytest.mark.unit
-MAJORS = ("16", "17", "18")
+MAJORS = ("16", "17", "18", "19")
 
 
 @cache

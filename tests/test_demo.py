@@ -22,6 +22,7 @@ from deploy_files import run
 from harness import REPO, Samples, assert_one_line, labels, parse, wait_for
 from pg_aio_exporter.demo import server as demo_server
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir, free_port
+from pgbins import DEBIAN_MAJOR, debian_release
 
 BULK = labels(target="demo", backend_type="client backend", object="relation", context="bulkread")
 
@@ -167,6 +168,18 @@ def test_demo_with_io_uring(tmp_path: Path) -> None:
     assert scraped["pg_aio_io_method"][labels(target="demo", io_method="io_uring")] == 1
     assert scraped["pg_aio_io_method"][labels(target="demo", io_method="worker")] == 0
     assert not [name for name in scraped if name.startswith("pg_aio_io_worker")]
+
+
+def test_demo_on_postgres_19(tmp_path: Path) -> None:
+    """The README's `make demo DEMO_ARGS="--postgres 19"`: Debian's 19 (pgbins.debian_release
+    fetches it first, as `make test` does, or gives the only reason to skip)."""
+    if (why := debian_release(DEBIAN_MAJOR)) is not None:
+        pytest.skip(f"PostgreSQL {DEBIAN_MAJOR} not run: {why}")
+    with make_demo(tmp_path, f"--postgres {DEBIAN_MAJOR}") as url:
+        scraped = growing_bulkread_reads(url)
+    (info,) = scraped["pg_server_info"]
+    assert dict(info)["version_num"].startswith(DEBIAN_MAJOR), info
+    assert scraped["pg_settings_io_max_workers"][labels(target="demo")] > 0
 
 
 def test_demo_io_uring_without_the_build_says_what_to_do(tmp_path: Path) -> None:

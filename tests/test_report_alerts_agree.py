@@ -376,9 +376,14 @@ WRITE_ALERT_OF = {
 }
 # The IO wait of a session waiting for its WAL flush, by version: 17 renamed 14-16's WALSync
 # (the recorded samples show that rename on other events: IPC/BufferIO on 16, BufferIo on 17).
-WAL_SYNC_WAIT = {"16": "WALSync", "17": "WalSync", "18": "WalSync"}
-# The IO wait of a session reading a data file: 18 waits for its io worker instead.
-READ_WAIT = {"16": "DataFileRead", "17": "DataFileRead", "18": "AioIoCompletion"}
+WAL_SYNC_WAIT = {"16": "WALSync", "17": "WalSync", "18": "WalSync", "19": "WalSync"}
+# The IO wait of a session reading a data file: 18 and 19 wait for their io worker instead.
+READ_WAIT = {
+    "16": "DataFileRead",
+    "17": "DataFileRead",
+    "18": "AioIoCompletion",
+    "19": "AioIoCompletion",
+}
 BUFFER_SIZE = 8192
 
 
@@ -420,16 +425,16 @@ WRITE_SCENARIOS = {
     # Client backends write 75% of the buffers, at 300/s.
     "w_backends_writing": (WRITING, replace(WRITING, client_writes=300, bgwriter_writes=100)),
 }
-# 18's WAL reads (pg_stat_io object wal; 16 and 17 have no such rows) at 20 ms each: no reads
-# of data, so no read alert either.
-WAL_READS_18 = (replace(WRITING, wal_reads=2000), replace(WRITING, wal_reads=2000))
+# 18's and 19's WAL reads (pg_stat_io object wal; 16 and 17 have no such rows) at 20 ms each:
+# no reads of data, so no read alert either.
+WAL_READS = (replace(WRITING, wal_reads=2000), replace(WRITING, wal_reads=2000))
 TARGETS = {
     **{
         (major, name): phases
         for major in recorded.MAJORS
         for name, phases in WRITE_SCENARIOS.items()
     },
-    ("18", "w_slow_wal_reads"): WAL_READS_18,
+    **{(major, "w_slow_wal_reads"): WAL_READS for major in ("18", "19")},
 }
 # The report's recorder reads every REPORT_POLL minutes (its counts are the same sums).
 REPORT_POLL = 5
@@ -616,7 +621,7 @@ def test_every_write_alert_is_exercised_both_ways(replayed: dict[tuple[str, str]
         }, major
 
 
-def test_report_and_write_alerts_agree_on_16_17_and_18(
+def test_report_and_write_alerts_agree_on_16_to_19(
     replayed: dict[tuple[str, str], Replay], tmp_path: Path
 ) -> None:
     judged = "|".join({**ALERT_OF, **WRITE_ALERT_OF}.values())

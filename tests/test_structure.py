@@ -63,7 +63,12 @@ def without_families(body: bytes, names: frozenset[str]) -> bytes:
     return b"".join(kept)
 
 
-@pytest.mark.parametrize("major", recorded.MAJORS)
+# The servers whose rows have a reference rendered by the code before the restructure: 19 was
+# recorded later (its rows are checked against their expected values in test_collectors.py).
+REFERENCED = ("16", "17", "18")
+
+
+@pytest.mark.parametrize("major", REFERENCED)
 def test_recorded_state_renders_the_reference_bytes(major: str) -> None:
     """tests/fixtures/exposition/pgNN.prom was rendered from the same rows by the code before
     the restructure (commit e8cc035's collectors, sampler and exposition); what was added since

