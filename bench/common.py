@@ -2,6 +2,10 @@
 
 CPU comes from /proc in clock ticks (10 ms), so every figure divides a long enough run: per
 scrape over hundreds of scrapes, per second over tens of seconds.
+
+The benches drive the suite's harnesses (tests/harness.py and its siblings), top-level modules
+of tests/ as pytest imports them: run a bench with tests/ and the repository's root on the
+import path, as the Makefile's bench targets do: `PYTHONPATH=.:tests python bench/scrape.py`.
 """
 
 from __future__ import annotations
@@ -11,13 +15,10 @@ import platform
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from harness import terminate, wait_for
 from pg_aio_exporter.demo.server import LocalServer, free_port

@@ -31,14 +31,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import psycopg
-from psycopg import errors
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
 from common import load, machine, server_children, server_cpu_seconds
+from psycopg import errors
 
 from harness import Exporter, Samples, wait_for
 from iocheck import quiesce

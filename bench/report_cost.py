@@ -2,7 +2,7 @@
 whole run (connect, warm-up, window), and how many connections it opened, at 10 and 100
 sessions on a real PostgreSQL 18 (the sessions of bench/server_cost.py: a tenth of them busy).
 
-Usage: python bench/report_cost.py [--sessions 10 100] [--duration 2m]
+Usage: PYTHONPATH=.:tests python bench/report_cost.py [--sessions 10 100] [--duration 2m]
 Prints a markdown table for docs/report.md.
 """
 

@@ -8,7 +8,7 @@ Prometheus asks); the exporters take turns, and the table shows medians over --r
 CPU per scrape subtracts what each process spends over the same time without scrapes (our
 sampler, the server's own background work).
 
-Usage: python bench/scrape.py [--scrapes 200] [--rounds 5]
+Usage: PYTHONPATH=.:tests python bench/scrape.py [--scrapes 200] [--rounds 5]
 """
 
 from __future__ import annotations

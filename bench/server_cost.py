@@ -26,15 +26,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import threading
 import time
-from pathlib import Path
 
 import psycopg
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
 from common import load, machine, run_seconds
 
 from harness import Exporter, labels

@@ -7,18 +7,15 @@ one row: exporter RSS, open file descriptors, threads, pg_up, samples taken, pol
 the slowest scrape of that minute. RSS and fds should be flat after warm-up; a leak per poll,
 per sample, per reconnect or per scrape would show as a slope.
 
-Usage: python bench/soak.py [--minutes 60] [--poll-interval 10s] > table.md
+Usage: PYTHONPATH=.:tests python bench/soak.py [--minutes 60] [--poll-interval 10s] > table.md
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from harness import Exporter, labels
 from pg_aio_exporter.demo.server import LocalServer

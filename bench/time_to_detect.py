@@ -43,11 +43,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-
-# The suite's harnesses, and the repository's root for the alerts package they import.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
 from common import load, machine
 
 from harness import Exporter, scanning, terminate

@@ -30,13 +30,10 @@ import json
 import math
 import os
 import statistics
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import pgbins
 import test_workload_time as wt

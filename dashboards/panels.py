@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Self, TypeVar
+from typing import Protocol, Self, TypedDict, TypeVar, Unpack
 
 from grafana_foundation_sdk.builders import dashboard as db
 from grafana_foundation_sdk.builders import prometheus, stat, timeseries
@@ -131,19 +131,30 @@ DASHED = [
 ]
 
 
+class GraphOptions(TypedDict, total=False):
+    """graph()'s options, a type of their own so that a row's table of panels can hold them
+    (`Graph`); each left out takes the default after it."""
+
+    stacked: bool  # False
+    minimum: float | None  # 0
+    maximum: float | None  # None: Grafana's own
+    threshold: float | None  # None: no threshold line
+    dashed_refs: Sequence[str]  # (): the queries drawn dashed and not stacked
+    steps: bool  # False: lines sloped between points
+
+
 def graph(
     title: str,
     description: str,
     queries: Sequence[Q],
     unit: str,
-    *,
-    stacked: bool = False,
-    minimum: float | None = 0,
-    maximum: float | None = None,
-    threshold: float | None = None,
-    dashed_refs: Sequence[str] = (),
-    steps: bool = False,
+    **options: Unpack[GraphOptions],
 ) -> timeseries.Panel:
+    stacked = options.get("stacked", False)
+    minimum = options.get("minimum", 0)
+    maximum = options.get("maximum")
+    threshold = options.get("threshold")
+    steps = options.get("steps", False)
     panel = _common(timeseries.Panel(), title, description, queries, unit)
     panel.legend(
         VizLegendOptions()
@@ -177,7 +188,7 @@ def graph(
         ).thresholds_style(
             GraphThresholdsStyleConfig().mode(common.GraphThresholdsStyleMode.DASHED)
         )
-    for ref in dashed_refs:
+    for ref in options.get("dashed_refs", ()):
         # Reference lines and "before" series: dashed, never stacked onto the measured ones.
         panel.override_by_query(
             ref, [*DASHED, dm.DynamicConfigValue(id_val="custom.stacking", value={"mode": "none"})]
@@ -185,17 +196,25 @@ def graph(
     return panel
 
 
+class StatOptions(TypedDict, total=False):
+    """single()'s options, as `GraphOptions` are graph()'s."""
+
+    text: bool  # False: the value; True: the legend (a label)
+    mappings: dict[str, tuple[str, str]] | None  # None: value -> (text, colour)
+    steps: Sequence[tuple[float | None, str]]  # ((None, "blue"),): threshold colours
+
+
 def single(
     title: str,
     description: str,
     queries: Sequence[Q],
     unit: str,
-    *,
-    text: bool = False,
-    mappings: dict[str, tuple[str, str]] | None = None,
-    steps: Sequence[tuple[float | None, str]] = ((None, "blue"),),
+    **options: Unpack[StatOptions],
 ) -> stat.Panel:
     """A stat showing the last value per series; `text` shows the legend (a label) instead."""
+    text = options.get("text", False)
+    mappings = options.get("mappings")
+    steps = options.get("steps", ((None, "blue"),))
     panel = _common(stat.Panel(), title, description, queries, unit)
     panel.reduce_options(
         ReduceDataOptions().values(False).calcs(["lastNotNull"]).fields("")
@@ -207,9 +226,45 @@ def single(
         .steps([dm.Threshold(value=v, color=c) for v, c in steps])
     )
     if mappings:
-        options = {
+        results = {
             value: dm.ValueMappingResult(text=label, color=color, index=i)
             for i, (value, (label, color)) in enumerate(mappings.items())
         }
-        panel.mappings([dm.ValueMap(options=options)])
+        panel.mappings([dm.ValueMap(options=results)])
     return panel
+
+
+# ---------------------------------------------------------------------------------------------
+# A row as a table: each panel's arguments and size, placed in order by `place_all`.
+
+
+@dataclass(frozen=True)
+class _Spec:
+    title: str
+    description: str
+    queries: Sequence[Q]
+    unit: str
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
+class Graph(_Spec):
+    options: GraphOptions
+    no_value: str = ""  # "": Grafana's own text for a panel without data
+
+    def build(self) -> timeseries.Panel:
+        panel = graph(self.title, self.description, self.queries, self.unit, **self.options)
+        return panel.no_value(self.no_value) if self.no_value else panel
+
+
+@dataclass(frozen=True)
+class Stat(_Spec):
+    options: StatOptions
+
+    def build(self) -> stat.Panel:
+        return single(self.title, self.description, self.queries, self.unit, **self.options)
+
+
+def place_all(g: Grid, specs: Sequence[Graph | Stat]) -> list[Item]:
+    return [g.place(spec.build(), spec.width, spec.height) for spec in specs]

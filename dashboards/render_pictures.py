@@ -1,6 +1,9 @@
 """Draws the README pictures of the dashboards from real data (no Grafana runs here).
 
-    python -m dashboards.render_pictures [--phase-seconds 120] [--out docs/img]  # make screenshots
+    PYTHONPATH=tests python -m dashboards.render_pictures [--phase-seconds 120] [--out docs/img]
+
+(`make screenshots`; tests/ is where the suite's harnesses it drives live: dashboard_stack.py,
+prometheus.py.)
 
 Starts an embedded PostgreSQL 18, a read workload, the exporter and a Prometheus with the
 shipped rules; runs the workload with io_method=worker, then restarts the server with
@@ -26,17 +29,15 @@ mpl.use("Agg")
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 
+from dashboard_stack import aio_stack, resolve
 from dashboards import dashboard_queries as dq
+from pg_aio_exporter.demo.server import LocalServer
+from pg_aio_exporter.demo.workload import create_table
+from pg_aio_exporter.vocabulary import CLIENT_BACKEND, MIB
+from prometheus import Prometheus
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from dashboard_stack import aio_stack, resolve  # noqa: E402
-from pg_aio_exporter.demo.server import LocalServer  # noqa: E402
-from pg_aio_exporter.demo.workload import create_table  # noqa: E402
-from pg_aio_exporter.vocabulary import CLIENT_BACKEND, MIB  # noqa: E402
-from prometheus import Prometheus  # noqa: E402
 
 OVERVIEW = HERE / "pg-aio-overview.json"
 COMPARISON = HERE / "pg-aio-comparison.json"

@@ -1,6 +1,6 @@
 """Draws the README picture of the report's page from a real run (`make screenshots`).
 
-    python scripts/report_picture.py [--seconds 60] [--out docs/img]
+    PYTHONPATH=tests python scripts/report_picture.py [--seconds 60] [--out docs/img]
 
 Starts an embedded PostgreSQL 18 (shared_buffers 16MB, track_io_timing on, pg_stat_statements)
 with the demo's table and read workload (two clients). Reports on it for --seconds with
@@ -21,12 +21,11 @@ from pathlib import Path
 
 import psycopg
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+from browser import chromium, screenshot
+from pg_aio_exporter.demo.server import LocalServer
+from pg_aio_exporter.demo.workload import Workload, create_table
 
-from browser import chromium, screenshot  # noqa: E402
-from pg_aio_exporter.demo.server import LocalServer  # noqa: E402
-from pg_aio_exporter.demo.workload import Workload, create_table  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 TABLE_MB = 64
 HEIGHT = 2400  # the top of the page: verdict, findings, key figures and the first charts

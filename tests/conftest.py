@@ -4,17 +4,12 @@ passwords, one running io_method=io_uring on storage that can be slowed."""
 from __future__ import annotations
 
 import os
-import sys
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
-
-import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 import psycopg
+import pytest
 
 from certs import Certs, make_certs
 from harness import MONITOR_PASSWORD

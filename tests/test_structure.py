@@ -6,6 +6,7 @@ from what the collectors emit."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -302,6 +303,68 @@ def test_stage_check_sees_relative_imports(
     monkeypatch.setattr(__import__(__name__), "PACKAGE", fake)
     with pytest.raises(AssertionError, match=r"imports pg_aio_exporter\.poll"):
         test_imports_go_to_earlier_stages_only()
+
+
+ROOT = PACKAGE.parents[1]
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def _layout_stages(text: str) -> dict[str, int]:
+    """The packages in docs/architecture.md's layout block and the stage it gives each: lines
+    like `expose/         1. what is served: ...`."""
+    block = text.split("```")[1]
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)/\s+(\d+)\. ", block, re.MULTILINE)}
+
+
+def test_each_package_names_its_stage_as_the_architecture_does() -> None:
+    stages = _layout_stages(ARCHITECTURE.read_text())
+    packages = {path.parent.name: path for path in PACKAGE.glob("*/__init__.py")}
+    assert sorted(stages) == sorted(packages), "the layout lists every package, and only those"
+    wrong = []
+    for name, stage in sorted(stages.items()):
+        doc = ast.get_docstring(ast.parse(packages[name].read_text())) or ""
+        if not doc.startswith(f"Stage {stage}, "):
+            wrong.append(f"{name}/__init__.py begins {doc[:24]!r}, not 'Stage {stage}, '")
+        if _stage(f"pg_aio_exporter.{name}") != stage:
+            wrong.append(f"STAGES has {name} at {_stage(f'pg_aio_exporter.{name}')}, not {stage}")
+    assert wrong == []
+
+
+def test_stage_names_check_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "pg_aio_exporter"
+    (fake / "expose").mkdir(parents=True)
+    (fake / "expose" / "__init__.py").write_text('"""Stage 4, what to serve."""\n')
+    architecture = tmp_path / "architecture.md"
+    architecture.write_text("```\nexpose/         1. what is served\n```\n")
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", fake)
+    monkeypatch.setattr(__import__(__name__), "ARCHITECTURE", architecture)
+    with pytest.raises(AssertionError, match=r"expose/__init__\.py begins 'Stage 4, "):
+        test_each_package_names_its_stage_as_the_architecture_does()
+
+
+def _touches_sys_path(source: str) -> bool:
+    """Whether code (not a comment or string) names sys.path: the import path is set where a
+    program starts (pytest's pythonpath, the Makefile's HARNESS_PATH), never by a module."""
+    return any(
+        isinstance(node, ast.Attribute)
+        and node.attr == "path"
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "sys"
+        for node in ast.walk(ast.parse(source))
+    )
+
+
+def test_no_module_changes_sys_path() -> None:
+    listed = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert "tests/test_structure.py" in listed
+    assert [name for name in listed if _touches_sys_path((ROOT / name).read_text())] == []
+
+
+def test_sys_path_check_can_fail() -> None:
+    assert _touches_sys_path("import sys\nsys.path.insert(0, 'tests')\n")
+    assert not _touches_sys_path("# sys.path.insert(0, 'tests')\nPATH = 'sys.path'\n")
 
 
 DAEMON_MODULES = """
