@@ -7,9 +7,8 @@
 # registry, a base made here from Debian's archive with mmdebstrap (Debian 12's Python 3.11),
 # kept as a tarball and an imported image under ~/.cache/pg_aio_exporter/containers, made once
 # (about 3 minutes) for every clone. The build reaches PyPI through the host's network, with
-# the host's CA bundle mounted read-only into its RUN steps: on a
-# network whose TLS goes through a local certificate authority, only the host's bundle trusts
-# it (the mounts leave nothing in the image).
+# the host's CA bundle mounted read-only into its RUN steps: on a network whose TLS goes
+# through a local certificate authority, only the host's bundle trusts it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,11 +51,16 @@ if [ -z "$base" ]; then
     fi
 fi
 
-bundle=$(ls /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt 2>/dev/null | head -1 || true)
+# The host's bundle (Debian's path, else Fedora's) over the base's own: Debian's pip and
+# python:3.13's (truststore) both read it, and a mount over a file the base already has
+# leaves no empty mount point behind in the image's layers.
 mounts=()
-# Over the base's own bundle: Debian's pip and python:3.13's (truststore) both read it, and a
-# path the base already has leaves no empty mount point behind in the image's layers.
-[ -n "$bundle" ] && mounts=(-v "$bundle:/etc/ssl/certs/ca-certificates.crt:ro")
+for bundle in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt; do
+    if [ -s "$bundle" ]; then
+        mounts=(-v "$bundle:/etc/ssl/certs/ca-certificates.crt:ro")
+        break
+    fi
+done
 # --format docker: OCI image configs have no HEALTHCHECK, podman would drop it.
 "$podman" build --quiet --format docker --network host "${mounts[@]}" \
     --label org.opencontainers.image.base.name="$base" \

@@ -4,6 +4,8 @@
 # images, it runs as nobody and owns the data directories the named volumes are mounted on.
 ARG BASE
 FROM ${BASE}
+# Unpinned: the tests want what Debian ships today, as scripts/system-deps.sh installs it.
+# hadolint ignore=DL3008
 RUN apt-get update -qq \
     && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         prometheus prometheus-alertmanager >/dev/null \
