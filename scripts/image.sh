@@ -61,9 +61,11 @@ for bundle in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.cr
         break
     fi
 done
-# --format docker: OCI image configs have no HEALTHCHECK, podman would drop it.
+# --format docker: OCI image configs have no HEALTHCHECK, podman would drop it. The version
+# label stays the Dockerfile's `dev` (the release sets VERSION): a label from git would rebuild
+# the final stage at every commit and leave an unused image behind each time.
 "$podman" build --quiet --format docker --network host "${mounts[@]}" \
     --label org.opencontainers.image.base.name="$base" \
-    --build-arg PYTHON_IMAGE="$base" --build-arg VERSION="$(git describe --always --dirty 2>/dev/null || echo dev)" \
+    --build-arg PYTHON_IMAGE="$base" \
     --ignorefile deploy/Dockerfile.dockerignore -f deploy/Dockerfile -t "$tag" . >/dev/null
 echo "$tag"

@@ -16,8 +16,9 @@ root=$cache/containers
 # directory per storage (PG_AIO_CACHE may point elsewhere).
 run=/run/pg_aio_exporter-containers-$(printf %s "$root" | md5sum | cut -c1-8)
 mkdir -p "$root" "$run"
-if [ ! -s "$root/containers.conf" ]; then
-    cat >"$root/containers.conf.new" <<CONF
+# Written at every call (a few bytes), so that an edit here reaches every existing cache; each
+# call writes its own copy and renames it into place, so concurrent calls never read half.
+cat >"$root/containers.conf.$$" <<CONF
 [containers]
 default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
 
@@ -30,15 +31,14 @@ tmp_dir = "$run/libpod"
 [network]
 network_config_dir = "$root/networks"
 CONF
-    cat >"$root/storage.conf.new" <<CONF
+cat >"$root/storage.conf.$$" <<CONF
 [storage]
 driver = "overlay"
 graphroot = "$root/storage"
 runroot = "$run/storage"
 CONF
-    mv "$root/storage.conf.new" "$root/storage.conf"
-    mv "$root/containers.conf.new" "$root/containers.conf"
-fi
+mv "$root/containers.conf.$$" "$root/containers.conf"
+mv "$root/storage.conf.$$" "$root/storage.conf"
 export CONTAINERS_CONF=$root/containers.conf CONTAINERS_STORAGE_CONF=$root/storage.conf
 
 if [ "${1:-}" = compose ]; then
