@@ -1,7 +1,7 @@
-"""The report's write side on fixed inputs (report/writes.py): each write finding shown firing
-and staying quiet at its threshold, the storage verdict naming writes (and putting slow reads
-down to them), the window's write and WAL sums, the JSON block read back, and the comparison.
-Expected values are worked out by hand in each test."""
+"""The report's write side on fixed inputs (report/findings/writes.py): each write finding shown
+firing and staying quiet at its threshold, the storage verdict naming writes (and putting slow
+reads down to them), the window's write and WAL sums, the JSON block read back, and the
+comparison. Expected values are worked out by hand in each test."""
 
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ from pg_aio_exporter.collectors.intervals import (
     WriteCounters,
 )
 from pg_aio_exporter.collectors.pg_wait_events import server_events
-from pg_aio_exporter.report import document, text, writes
-from pg_aio_exporter.report.findings import Finding
+from pg_aio_exporter.report import document, text
+from pg_aio_exporter.report.findings import writes
+from pg_aio_exporter.report.findings.context import Finding
 from pg_aio_exporter.report.outcome import judge
 from pg_aio_exporter.report.summary import Summary
 from pg_aio_exporter.report.written import Checkpoints, Writes
@@ -56,6 +57,7 @@ T = replace(
         "PgAioWriteLatencyRegression": "warning",
         "PgAioBackendsWritingBuffers": "warning",
         "PgAioStorageSaturatedByWrites": "warning",
+        "track_wal_io_timing_off": "info",
     },
 )
 CHECKPOINTER = ("checkpointer", "relation", "normal")

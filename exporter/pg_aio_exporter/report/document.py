@@ -26,11 +26,11 @@ from pg_aio_exporter.collectors.intervals import (
 from pg_aio_exporter.collectors.pg_stat_statements import StatementCounters
 from pg_aio_exporter.config import ConfigError, read_text_file
 from pg_aio_exporter.report.compare import RowComparison, compare_writes
+from pg_aio_exporter.report.findings.writes import write_wait_sessions
 from pg_aio_exporter.report.outcome import Report
 from pg_aio_exporter.report.summary import Activity, Reads, ServerFacts, Summary
 from pg_aio_exporter.report.units import timestamp
 from pg_aio_exporter.report.workload import StatementWindow, Workload, WorkloadComparison
-from pg_aio_exporter.report.writes import write_wait_sessions
 from pg_aio_exporter.report.written import Checkpoints, Writes
 from pg_aio_exporter.thresholds import Thresholds
 
