@@ -20,7 +20,7 @@ from pg_aio_exporter.collectors.activity import WaitKey
 from pg_aio_exporter.collectors.intervals import LabelKey, ReadCounters, ReadWindow, Snapshot
 from pg_aio_exporter.collectors.pg_wait_events import server_events
 from pg_aio_exporter.config import ConfigError
-from pg_aio_exporter.report import document, text, units
+from pg_aio_exporter.report import document, reload, text, units
 from pg_aio_exporter.report.findings.context import Finding
 from pg_aio_exporter.report.findings.registry import CHECKS, WRITE_CHECKS
 from pg_aio_exporter.report.outcome import Report, exit_code, judge
@@ -668,7 +668,7 @@ def test_json_is_valid_against_the_documented_schema_and_reloads_exactly(tmp_pat
     # The checkpointer row read nothing but had hits: kept, so the total reloads whole.
     path = tmp_path / "saved.json"
     path.write_text(document.dumps(report, T))
-    assert document.load_baseline(str(path)) == report.summary
+    assert reload.load_baseline(str(path)) == report.summary
 
 
 def test_text_fits_100_columns_and_shows_every_part() -> None:
@@ -734,7 +734,7 @@ def with_samples(doc: dict[str, Any], samples: Any) -> dict[str, Any]:
 )
 def test_bad_baseline_files(tmp_path: Path, make: Callable[[Path], str], message: str) -> None:
     with pytest.raises(ConfigError, match=message) as caught:
-        document.load_baseline(make(tmp_path))
+        reload.load_baseline(make(tmp_path))
     assert "\n" not in str(caught.value)
 
 
