@@ -40,7 +40,7 @@ import test_workload_time as wt
 from pg_aio_exporter import thresholds
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import ROWS_PER_MB
-from pg_aio_exporter.report import document
+from pg_aio_exporter.report import reload
 from pg_aio_exporter.report.outcome import judge
 from pg_aio_exporter.report.workload import STATEMENTS
 from slowread import SlowReads
@@ -104,7 +104,7 @@ def reread(out: Path) -> tuple[Runs, dict[Path, float]]:
         name, workload, latency, saved, load, *lag = json.loads(line)
         path = out / saved
         runs.setdefault((name, workload), []).append(
-            wt.Run(latency, path, document.load_baseline(str(path)), *lag)
+            wt.Run(latency, path, reload.load_baseline(str(path)), *lag)
         )
         loads[path] = load
     return runs, loads

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pg_aio_exporter.collectors.pg_stat_statements import StatementCounters, fingerprint
-from pg_aio_exporter.report import document, sidebyside
+from pg_aio_exporter.report import document, reload, sidebyside
 from pg_aio_exporter.report.margin import (
     FLOOR,
     Z90,
@@ -170,7 +170,7 @@ def test_json_interval_and_reading_schema_2(tmp_path: Path) -> None:
         del entry["exec_squares"]
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old))
-    reloaded = document.load_baseline(str(path))
+    reloaded = reload.load_baseline(str(path))
     cmp = compare_workload(base.workload, reloaded.workload)
     assert cmp is not None and cmp.time_ratio == pytest.approx(0.8)
     assert cmp.margin.log_sd == pytest.approx(math.hypot(0.02, 1 / math.sqrt(400)))
@@ -337,7 +337,7 @@ def test_clients_mostly_waiting_between_transactions_are_not_judged_for_them() -
     unknown = replace(after, connected_sessions=None)
     old = compare_workload(before, unknown)
     assert old is not None and old.margin.faster and old.busy_share is None
-    saved = document.workload_from_json(document._workload(after), 600)
+    saved = reload.workload_from_json(document._workload(after), 600)
     assert saved is not None and saved.connected_sessions == 150.0
 
 

@@ -20,8 +20,9 @@ from pg_aio_exporter.collectors.activity import WaitKey
 from pg_aio_exporter.collectors.intervals import LabelKey, ReadCounters, ReadWindow, Snapshot
 from pg_aio_exporter.collectors.pg_wait_events import server_events
 from pg_aio_exporter.config import ConfigError
-from pg_aio_exporter.report import document, text, units, writes
-from pg_aio_exporter.report.findings import CHECKS, Finding
+from pg_aio_exporter.report import document, reload, text, units
+from pg_aio_exporter.report.findings.context import Finding
+from pg_aio_exporter.report.findings.registry import CHECKS, WRITE_CHECKS
 from pg_aio_exporter.report.outcome import Report, exit_code, judge
 from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
 from pg_aio_exporter.thresholds import StorageClass, Thresholds
@@ -61,6 +62,12 @@ T = Thresholds(
         "PgAioTrackIoTimingOff": "warning",
         "PgAioPendingRestart": "info",
         "PgAioStatsReset": "info",
+        "workload_regression": "warning",
+        "reads_not_combined": "warning",
+        "no_read_activity": "info",
+        "reads_not_yet_counted": "info",
+        "wait_per_read_rose_with_read_size": "info",
+        "io_uring_available": "info",
     },
     max_uncombined_read_size_bytes=10 * KB,
     max_sync_read_sessions=0.1,
@@ -613,8 +620,8 @@ def test_reads_not_combined_only_on_18() -> None:
 def test_every_check_is_named_after_its_finding_and_the_schema_lists_them() -> None:
     schema = json.loads(document.SCHEMA_FILE.read_text())
     ids = schema["properties"]["findings"]["items"]["properties"]["id"]["enum"]
-    # The write side's checks (report/writes.py) are in the same list of ids.
-    assert sorted(ids) == sorted(check.__name__ for check in (*CHECKS, *writes.CHECKS))
+    # The write side's checks (report/findings/writes.py) are in the same list of ids.
+    assert sorted(ids) == sorted(check.__name__ for check in (*CHECKS, *WRITE_CHECKS))
     assert {f.id for f in busy_report().findings} <= set(ids)
 
 
@@ -661,7 +668,7 @@ def test_json_is_valid_against_the_documented_schema_and_reloads_exactly(tmp_pat
     # The checkpointer row read nothing but had hits: kept, so the total reloads whole.
     path = tmp_path / "saved.json"
     path.write_text(document.dumps(report, T))
-    assert document.load_baseline(str(path)) == report.summary
+    assert reload.load_baseline(str(path)) == report.summary
 
 
 def test_text_fits_100_columns_and_shows_every_part() -> None:
@@ -727,7 +734,7 @@ def with_samples(doc: dict[str, Any], samples: Any) -> dict[str, Any]:
 )
 def test_bad_baseline_files(tmp_path: Path, make: Callable[[Path], str], message: str) -> None:
     with pytest.raises(ConfigError, match=message) as caught:
-        document.load_baseline(make(tmp_path))
+        reload.load_baseline(make(tmp_path))
     assert "\n" not in str(caught.value)
 
 

@@ -19,7 +19,7 @@ from pg_aio_exporter.collectors.pg_stat_database import (
     PgStatDatabaseCollector,
 )
 from pg_aio_exporter.collectors.pg_stat_statements import StatementCounters, fingerprint
-from pg_aio_exporter.report import document, text
+from pg_aio_exporter.report import document, reload, text
 from pg_aio_exporter.report.outcome import judge
 from pg_aio_exporter.report.runner import WorkloadWindow
 from pg_aio_exporter.report.workload import DB_TIME, STATEMENTS, StatementWindow, Workload
@@ -191,7 +191,7 @@ def test_schema_2_round_trip_keeps_texts_of_listed_statements_only(tmp_path: Pat
     assert doc["verdict"]["workload"] == report.verdict.workload
     path = tmp_path / "saved.json"
     path.write_text(document.dumps(report, T))
-    again = document.load_baseline(str(path))
+    again = reload.load_baseline(str(path))
     assert again.workload is not None and again.workload.statements is not None
     assert {k: s.counters for k, s in again.workload.statements.items()} == {
         s.key: s.counters for s in many
@@ -206,7 +206,7 @@ def test_a_schema_1_report_is_still_a_baseline(tmp_path: Path) -> None:
     del old["verdict"]["workload"]
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old))
-    baseline = document.load_baseline(str(path))
+    baseline = reload.load_baseline(str(path))
     assert baseline.workload is None
     report = judge(summary(workload=BASE), T, baseline)
     assert report.workload is None

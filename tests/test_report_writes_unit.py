@@ -1,7 +1,7 @@
-"""The report's write side on fixed inputs (report/writes.py): each write finding shown firing
-and staying quiet at its threshold, the storage verdict naming writes (and putting slow reads
-down to them), the window's write and WAL sums, the JSON block read back, and the comparison.
-Expected values are worked out by hand in each test."""
+"""The report's write side on fixed inputs (report/findings/writes.py): each write finding shown
+firing and staying quiet at its threshold, the storage verdict naming writes (and putting slow
+reads down to them), the window's write and WAL sums, the JSON block read back, and the
+comparison. Expected values are worked out by hand in each test."""
 
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ from pg_aio_exporter.collectors.intervals import (
     WriteCounters,
 )
 from pg_aio_exporter.collectors.pg_wait_events import server_events
-from pg_aio_exporter.report import document, text, writes
-from pg_aio_exporter.report.findings import Finding
+from pg_aio_exporter.report import document, reload, text
+from pg_aio_exporter.report.findings import writes
+from pg_aio_exporter.report.findings.context import Finding
 from pg_aio_exporter.report.outcome import judge
 from pg_aio_exporter.report.summary import Summary
 from pg_aio_exporter.report.written import Checkpoints, Writes
@@ -56,6 +57,7 @@ T = replace(
         "PgAioWriteLatencyRegression": "warning",
         "PgAioBackendsWritingBuffers": "warning",
         "PgAioStorageSaturatedByWrites": "warning",
+        "track_wal_io_timing_off": "info",
     },
 )
 CHECKPOINTER = ("checkpointer", "relation", "normal")
@@ -243,7 +245,7 @@ def test_json_block_validates_reloads_and_compares() -> None:
     change = doc["comparison"]["writes"]["wal_seconds_per_sync"]
     assert change == {"before": pytest.approx(MS), "after": pytest.approx(4 * MS), "ratio": 4.0}
     assert doc["comparison"]["writes"]["wal_bytes_per_second"]["ratio"] == pytest.approx(2)
-    reloaded = document.from_json(doc)
+    reloaded = reload.from_json(doc)
     assert reloaded.writes == after.writes
     rendered = text.render(report, T)
     assert "time per WAL sync" in rendered and "writes, whole server" in rendered
@@ -281,7 +283,7 @@ def test_checkpoint_and_bgwriter_counts_in_the_advice() -> None:
     # the counts survive the JSON
     doc = json.loads(document.dumps(judge(summary(writes=busy), T), T))
     jsonschema.validate(doc, json.loads(document.SCHEMA_FILE.read_text()))
-    assert document.from_json(doc).writes == busy
+    assert reload.from_json(doc).writes == busy
 
 
 def test_checkpoint_counts_across_a_restart_or_reset_are_none() -> None:

@@ -14,7 +14,8 @@ from alerts.params import load_params
 from pg_aio_exporter.collectors import settings
 from pg_aio_exporter.collectors.server import ServerVersion
 from pg_aio_exporter.expose.metricset import MetricSet
-from pg_aio_exporter.report import findings, runner, text
+from pg_aio_exporter.report import runner, text
+from pg_aio_exporter.report.findings import combining
 from test_dashboards import ROOT
 
 pytestmark = pytest.mark.unit
@@ -53,7 +54,7 @@ def test_the_report_shows_it() -> None:
     )
     assert facts.settings == {"io_future_depth": 7.0}
     assert "io_future_depth 7" in "\n".join(text._server(facts))
-    assert findings._combining(facts.settings)["io_future_depth"] == 7.0
+    assert combining.combining_settings(facts.settings)["io_future_depth"] == 7.0
 
 
 @pytest.mark.usefixtures("one_more")

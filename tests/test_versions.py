@@ -29,7 +29,8 @@ from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import create_table
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 from pg_aio_exporter.poll.worker import TargetWorker
-from pg_aio_exporter.report import runner, writes
+from pg_aio_exporter.report import runner
+from pg_aio_exporter.report.findings import writes
 from pgbins import DEBIAN_MAJOR, bin_dir, debian_release
 from slowwrite import SlowWrites
 

@@ -37,7 +37,7 @@ from pg_aio_exporter import thresholds
 from pg_aio_exporter.demo import iouring
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import ROWS_PER_MB, create_table
-from pg_aio_exporter.report import document
+from pg_aio_exporter.report import reload
 from pg_aio_exporter.report.outcome import judge
 from pg_aio_exporter.report.summary import Summary
 from pg_aio_exporter.report.workload import DB_TIME, STATEMENTS, compare_workload
@@ -169,7 +169,7 @@ def measure(
         bench.terminate()
         _, progress = bench.communicate(timeout=30)
     assert result.returncode == 0, result.stderr
-    summary = document.load_baseline(str(saved))
+    summary = reload.load_baseline(str(saved))
     latency, lag = latency_over(progress, summary.started_at, summary.ended_at)
     return Run(latency, saved, summary, lag)
 

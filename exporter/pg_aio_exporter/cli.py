@@ -341,7 +341,7 @@ def html_ready(output_format: str) -> None:
 
 def report_options(args: argparse.Namespace) -> ReportOptions:
     from pg_aio_exporter.report.command import ReportOptions  # noqa: PLC0415 (see the imports)
-    from pg_aio_exporter.report.document import load_baseline  # noqa: PLC0415
+    from pg_aio_exporter.report.reload import load_baseline  # noqa: PLC0415
 
     html_ready(args.output_format)
     try:

@@ -112,7 +112,7 @@ class Thresholds:
     max_utilization: float  # PgAioWorkerPoolSaturated
     max_submission_queue_sessions: float
     min_pool_share: float  # PostgreSQL 19: running io workers / io_max_workers of a pinned pool
-    severities: Mapping[str, str]  # alert name -> severity
+    severities: Mapping[str, str]  # alert name, or report-only finding id -> severity
     # Report only.
     max_uncombined_read_size_bytes: float  # reads_not_combined
     max_sync_read_sessions: float  # io_worker_pool_saturated: clients reading themselves
@@ -168,7 +168,9 @@ class Thresholds:
             max_utilization=float(pool["max_utilization"]),
             max_submission_queue_sessions=float(pool["max_submission_queue_sessions"]),
             min_pool_share=float(pool["min_pool_share"]),
-            severities={name: alert["severity"] for name, alert in alerts.items()},
+            severities={name: alert["severity"] for name, alert in alerts.items()}
+            # The report-only findings' severities sit among the report section's numbers.
+            | {name: f["severity"] for name, f in report.items() if isinstance(f, Mapping)},
             max_uncombined_read_size_bytes=float(report["max_uncombined_read_size_bytes"]),
             max_sync_read_sessions=float(report["max_sync_read_sessions"]),
             min_uncounted_read_sessions=float(report["min_uncounted_read_sessions"]),

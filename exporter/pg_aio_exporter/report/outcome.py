@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pg_aio_exporter.report.compare import RowComparison, compare
-from pg_aio_exporter.report.findings import Context, Finding, findings
+from pg_aio_exporter.report.findings.context import Context, Finding
+from pg_aio_exporter.report.findings.registry import findings
 from pg_aio_exporter.report.summary import Summary
 from pg_aio_exporter.report.verdict import Verdict, verdict
 from pg_aio_exporter.report.workload import WorkloadComparison
-from pg_aio_exporter.report.writes import write_findings
 from pg_aio_exporter.thresholds import SEVERITIES, Thresholds
 
 FAIL_ON = ("warning", "critical")
@@ -28,9 +28,7 @@ class Report:
 
 def judge(summary: Summary, thresholds: Thresholds, baseline: Summary | None = None) -> Report:
     ctx = Context(summary, thresholds, baseline)
-    found = sorted(
-        [*findings(ctx), *write_findings(ctx)], key=lambda f: -SEVERITIES.index(f.severity)
-    )
+    found = findings(ctx)
     return Report(
         summary,
         found,

@@ -1,4 +1,4 @@
-"""The report's window over time: the series its page charts (report/page.py), in the JSON.
+"""The report's window over time: the series its page charts (report/charts.py), in the JSON.
 
 The recorder keeps the window's running totals (the same counted reads and sample sums the
 report's figures come from) at most every `every` seconds, so a 24 h window keeps as few points

@@ -5,7 +5,7 @@ settings (thresholds.yaml: PgAioReadLatencyRegression and PgAioStorageSaturated 
 PgAioWriteLatencyRegression and PgAioStorageSaturatedByWrites for writes).
 
 summary.Reads and written.Writes are the two sides; compare.py, document.py and text.py show
-both through the helpers here, findings.py and writes.py judge both with `against`.
+both through the helpers here, findings/reads.py and findings/writes.py judge both with `against`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pg_aio_exporter.report import units
-from pg_aio_exporter.report.document import load_baseline, load_document
+from pg_aio_exporter.report.reload import load_baseline, load_document
 from pg_aio_exporter.report.summary import Summary
 from pg_aio_exporter.report.workload import WorkloadComparison, compare_workload
 from pg_aio_exporter.thresholds import Thresholds

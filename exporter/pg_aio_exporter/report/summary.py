@@ -265,7 +265,7 @@ class Summary:
     # measure is not read, neither zero nor off.
     not_read: tuple[str, ...] = ()
     workload: Workload | None = None  # None: a saved report of schema 1
-    writes: Writes | None = None  # the write side (report/writes.py); None: not measured
+    writes: Writes | None = None  # the write side (report/findings/writes.py); None: not measured
     # The window over time as the JSON has it (report/series.py); None: a saved report of
     # schema 1 or 2
     series: Mapping[str, Any] | None = None

@@ -10,10 +10,10 @@ from pg_aio_exporter.collectors import settings as aio_settings
 from pg_aio_exporter.collectors.intervals import LabelKey
 from pg_aio_exporter.report import units
 from pg_aio_exporter.report.compare import RowComparison, compare_writes
+from pg_aio_exporter.report.findings.writes import write_wait_sessions
 from pg_aio_exporter.report.outcome import Report
 from pg_aio_exporter.report.side import Shown, change_cells
 from pg_aio_exporter.report.summary import Activity, Reads, ServerFacts, Summary
-from pg_aio_exporter.report.writes import write_wait_sessions
 from pg_aio_exporter.thresholds import Thresholds
 from pg_aio_exporter.vocabulary import MIB
 

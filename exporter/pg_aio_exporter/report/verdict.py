@@ -6,8 +6,9 @@ import math
 from dataclasses import dataclass
 
 from pg_aio_exporter.collectors.pg_stat_database import PgStatDatabaseCollector
-from pg_aio_exporter.report import units, writes
-from pg_aio_exporter.report.findings import Context, Finding
+from pg_aio_exporter.report import units
+from pg_aio_exporter.report.findings import writes
+from pg_aio_exporter.report.findings.context import Context, Finding
 from pg_aio_exporter.report.margin import MIN_CHANGE
 from pg_aio_exporter.report.workload import STATEMENTS, Workload, WorkloadComparison
 

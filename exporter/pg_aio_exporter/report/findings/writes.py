@@ -1,7 +1,8 @@
 """The write side's findings (what the write alerts make of the window) and the write sentence
-of the storage verdict: the twin of findings.py's read checks, judging written.Writes with the
-same shape (report/side.py) and the write side's own baseline settings. The write side's JSON,
-comparison and text are in document.py, compare.py and text.py beside the read side's.
+of the storage verdict: the twin of reads.py's read checks, judging written.Writes with the
+same shape (report/side.py) and the write side's own baseline settings; registry.py runs them
+after the read checks, on the write figures `judged` gives. The write side's JSON, comparison
+and text are in document.py, compare.py and text.py beside the read side's.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pg_aio_exporter.report import units
-from pg_aio_exporter.report.findings import Context, Finding, class_words
+from pg_aio_exporter.report.findings.context import Context, Finding, class_words
 from pg_aio_exporter.report.side import Regression, against
 from pg_aio_exporter.report.summary import Activity
 from pg_aio_exporter.report.written import Writes
@@ -39,7 +40,7 @@ def write_wait_sessions(activity: Activity, t: WriteThresholds) -> dict[str, flo
 
 
 @dataclass(frozen=True)
-class _Judged:
+class Judged:
     """The write figures of a window, as the findings read them."""
 
     writes: Writes
@@ -72,14 +73,16 @@ class _Judged:
         return write.seconds_per_byte
 
 
-def _judged(ctx: Context) -> _Judged | None:
+def judged(ctx: Context) -> Judged | None:
+    """None when the write side was not measured (no write counts, or thresholds without the
+    write alerts): then no write check runs."""
     writes, t = ctx.summary.writes, ctx.thresholds.writes
     if writes is None or t is None:
         return None
-    return _Judged(writes, t, write_wait_sessions(ctx.summary.activity, t))
+    return Judged(writes, t, write_wait_sessions(ctx.summary.activity, t))
 
 
-def _regression(ctx: Context, j: _Judged) -> Regression | None:
+def _regression(ctx: Context, j: Judged) -> Regression | None:
     """Buffer write time per byte against the baseline's, when both were judged."""
     base = ctx.baseline.writes if ctx.baseline is not None else None
     return against(j.write_per_byte(), base.seconds_per_byte() if base is not None else None)
@@ -117,7 +120,7 @@ def _checkpoint_advice(writes: Writes) -> str:
     )
 
 
-def wal_sync_latency_high(ctx: Context, j: _Judged) -> Finding | None:
+def wal_sync_latency_high(ctx: Context, j: Judged) -> Finding | None:
     latency = j.sync_latency()
     if latency is None or latency <= j.t.max_seconds_per_sync:
         return None
@@ -142,7 +145,7 @@ def wal_sync_latency_high(ctx: Context, j: _Judged) -> Finding | None:
     )
 
 
-def write_latency_regression(ctx: Context, j: _Judged) -> Finding | None:
+def write_latency_regression(ctx: Context, j: Judged) -> Finding | None:
     found = _regression(ctx, j)
     if found is None or not found.regressed(j.t.baseline):
         return None
@@ -179,7 +182,7 @@ def _bgwriter_advice(writes: Writes) -> str:
     )
 
 
-def backends_writing_buffers(ctx: Context, j: _Judged) -> Finding | None:
+def backends_writing_buffers(ctx: Context, j: Judged) -> Finding | None:
     share = j.writes.backend_share()
     by_type = j.writes.buffer_writes()
     clients = j.writes.per_second(by_type.get(CLIENT, 0.0))
@@ -204,7 +207,7 @@ def backends_writing_buffers(ctx: Context, j: _Judged) -> Finding | None:
     )
 
 
-def storage_saturated_by_writes(ctx: Context, j: _Judged) -> Finding | None:
+def storage_saturated_by_writes(ctx: Context, j: Judged) -> Finding | None:
     if not ctx.sampled or j.waiting <= j.t.min_write_wait_sessions:
         return None
     signals: list[str] = []
@@ -237,37 +240,19 @@ def storage_saturated_by_writes(ctx: Context, j: _Judged) -> Finding | None:
     )
 
 
-def track_wal_io_timing_off(ctx: Context, j: _Judged) -> Finding | None:
+def track_wal_io_timing_off(ctx: Context, j: Judged) -> Finding | None:
     wal = j.writes.wal
     if wal is None or j.writes.wal_timed or wal.syncs <= 0:
         return None
     return Finding(
         "track_wal_io_timing_off",
-        "info",
+        ctx.severity("track_wal_io_timing_off"),
         "track_wal_io_timing was off during the window: PostgreSQL timed no WAL write or sync,"
         f" so the {units.count(wal.syncs)} WAL syncs counted have no latency here.",
         {"wal_syncs": wal.syncs, "wal_writes": wal.writes},
         "ALTER SYSTEM SET track_wal_io_timing = on; SELECT pg_reload_conf(); (track_io_timing"
         " does not time WAL). It reads the clock twice per WAL write and sync.",
     )
-
-
-CHECKS = (
-    track_wal_io_timing_off,
-    storage_saturated_by_writes,
-    wal_sync_latency_high,
-    write_latency_regression,
-    backends_writing_buffers,
-)
-
-
-def write_findings(ctx: Context) -> list[Finding]:
-    """Every write finding the window's data supports; none when the write side was not
-    measured (no write counts, or thresholds without the write alerts)."""
-    j = _judged(ctx)
-    if j is None:
-        return []
-    return [f for check in CHECKS if (f := check(ctx, j)) is not None]
 
 
 def storage_sentence(ctx: Context, found: Mapping[str, Finding], read_side: str) -> str:
