@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -159,15 +160,20 @@ def stood_still(before: IoRows, after: IoRows) -> bool:
 
 
 def one_interval(
-    dsn: str, exporter: Exporter, obs: psycopg.Connection[Any], poll: float
+    dsn: str,
+    exporter: Exporter,
+    obs: psycopg.Connection[Any],
+    poll: float,
+    work: Callable[[str], None] = burst,
 ) -> tuple[IoRows, IoRows, Samples]:
-    """pg_stat_io S1 == poll P1, a burst, S2 == poll P2, with exactly one poll between them."""
+    """pg_stat_io S1 == poll P1, `work` (a burst of reads on the server of `dsn`, its
+    connections closed when it returns), S2 == poll P2, with exactly one poll between them."""
     for _ in range(4):
         quiesce(dsn)
         first = exporter.wait_poll()
         p1 = max(first["pg_aio_exporter_last_poll_success_timestamp_seconds"].values())
         s1 = pg_stat_io(obs)
-        burst(dsn)
+        work(dsn)
         s2 = pg_stat_io(obs)
         second = exporter.wait_poll(after=p1)
         p2 = max(second["pg_aio_exporter_last_poll_success_timestamp_seconds"].values())
