@@ -87,6 +87,10 @@ def io_formulas(scope: Scope, *row: str, per_target: bool = False) -> dict[str, 
     read_bytes = total(scope.rate("pg_stat_io_read_bytes_total", *row), per_target)
     read_time = total(scope.rate("pg_stat_io_read_time_seconds_total", *row), per_target)
     hits = total(scope.rate("pg_stat_io_hits_total", *row), per_target)
+    # Hits count blocks, reads operations (on 18 of up to io_combine_limit blocks each): the
+    # blocks read are the bytes read in the server's block_size.
+    block_size = f"max_over_time({scope.range('pg_settings_block_size_bytes')})"
+    blocks_read = f"{read_bytes}\n/ ignoring ({', '.join(IO_LABELS)}) group_left ()\n{block_size}"
     # read_time is 0 while track_io_timing is off: a latency of 0 there would be a lie and
     # would drag down the regression baseline, so latency exists only for windows fully on.
     timing_on = f"min_over_time({scope.range('pg_settings_track_io_timing')}) == 1"
@@ -113,8 +117,8 @@ def io_formulas(scope: Scope, *row: str, per_target: bool = False) -> dict[str, 
         ),
         Formula(
             "hit_ratio",
-            "shared buffer hits / (hits + reads)",
-            f"{hits}\n/\n(({hits} + {reads}) > 0)",
+            "shared buffer hits / (hits + blocks read: read bytes / block_size)",
+            f"{hits}\n/\n(({hits} + {blocks_read}) > 0)",
         ),
     )
     return {f.name: f for f in formulas}

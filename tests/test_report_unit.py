@@ -84,6 +84,7 @@ SETTINGS_18 = {
     "io_max_concurrency": 64,
     "shared_buffers_bytes": 128 * KB * KB,
     "track_io_timing": 1,
+    "block_size_bytes": 8192,
 }
 
 
@@ -152,7 +153,7 @@ HEALTHY = {BULK: reads(200_000, 24 * KB, 0.1, hits=50_000)}
 def snap(
     rows: dict[LabelKey, ReadCounters], reset: float = 1.0, start: float = 5.0, timing: bool = True
 ) -> Snapshot:
-    return Snapshot(rows, reset, start, timing)
+    return Snapshot(rows, reset, start, timing, 8192)
 
 
 def test_window_sums_intervals_and_skips_resets_and_restarts() -> None:
@@ -205,7 +206,8 @@ def test_read_figures_over_the_window() -> None:
     assert figures.size_bytes == 24 * KB
     assert figures.latency_seconds == pytest.approx(0.1 * MS)
     assert figures.seconds_per_byte == pytest.approx(0.1 * MS / (24 * KB))
-    assert figures.hit_ratio == pytest.approx(50_000 / 250_000)
+    # By blocks: 200,000 reads of 24 kB are 600,000 blocks of 8 kB beside 50,000 hits.
+    assert figures.hit_ratio == pytest.approx(50_000 / 650_000)
     assert total.wait_sessions == pytest.approx(200_000 * 0.1 * MS / 100)
 
 

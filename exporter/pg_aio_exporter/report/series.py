@@ -141,7 +141,7 @@ def polls_json(points: list[PollTotal], io_combine_limit: float | None) -> dict[
             continue
         reads = _minus(after.reads, before.reads)
         wrote = _minus(after.writes, before.writes)
-        figures = read_figures(reads, after.timed)
+        figures = read_figures(reads, after.timed, block_size=None)  # no hit ratio charted
         write = write_figures(wrote, after.timed).get("write")
         out["at_seconds"].append(_round(after.at, 4))
         out["read_bytes_per_second"].append(_round(reads.read_bytes / seconds))

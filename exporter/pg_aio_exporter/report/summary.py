@@ -62,6 +62,11 @@ class ServerFacts:
         return self.settings["track_io_timing"] == 1 if self.settings_read else None
 
     @property
+    def block_size(self) -> float | None:
+        """The server's block size in bytes (what a hit counts); None: not read."""
+        return self.settings.get("block_size_bytes")
+
+    @property
     def io_method_shown(self) -> str:
         """io_method in words: "not read" when pg_settings was not, "none" before 18."""
         if self.io_method is not None:
@@ -102,10 +107,11 @@ class Reads:
     counters: ReadCounters
     seconds: float  # the time the counts cover
     timed: bool  # track_io_timing on throughout: read_time measured the waits
+    block_size: float | None  # the server's, bytes; None: not read (nor is the hit ratio)
 
     @property
     def figures(self) -> IntervalReads | None:
-        return read_figures(self.counters, self.timed)
+        return read_figures(self.counters, self.timed, self.block_size)
 
     @property
     def reads_per_second(self) -> float:
@@ -288,11 +294,11 @@ class Summary:
         return self.activity.samples > 0 and self.read(ActivityCollector.name)
 
     def reads(self, key: LabelKey) -> Reads:
-        return Reads(self.rows[key], self.read_seconds, self.timed)
+        return Reads(self.rows[key], self.read_seconds, self.timed, self.server.block_size)
 
     @property
     def total(self) -> Reads:
-        return Reads(read_total(self.rows), self.read_seconds, self.timed)
+        return Reads(read_total(self.rows), self.read_seconds, self.timed, self.server.block_size)
 
     def reading_rows(self) -> list[LabelKey]:
         """The rows that read, most bytes first."""
