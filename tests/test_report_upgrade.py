@@ -1,0 +1,132 @@
+"""A 17 -> 18 upgrade judged with `--baseline` (issue 49): 18's wait per byte against 17's is no
+sign of slow storage. The same data (a 64 MB table, shared_buffers 16 MB, reads from the page
+cache) on 17.10 and on 18.6 (worker and sync), two pgbench clients each looping a count(*) scan
+while `report --save` watches: on 18 the sessions mostly wait on reads (the hand-off to the io
+workers) and each read waits many times 17's per byte, yet pgbench finds the work no slower.
+Judged against 17's window: no storage_saturated, no read_latency_high, and a finding that says
+the baseline was left out. On 18 with reads slowed 2 ms each (tests/slowread.py), pgbench much
+slower: the saturation finding still comes, against 18's own page-cache window.
+
+Reports of 10 s each; about 1.5 minutes with the servers' start."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import pgbins
+from pg_aio_exporter import thresholds
+from pg_aio_exporter.demo.server import LocalServer
+from pg_aio_exporter.demo.workload import create_table
+from pg_aio_exporter.report import reload
+from pg_aio_exporter.report.outcome import judge
+from pg_aio_exporter.report.summary import Summary
+from slowread import SlowReads
+from test_workload_time import latency_over, pgbench
+
+TABLE_MB = 64
+SETTINGS = {
+    "shared_buffers": "16MB",
+    "track_io_timing": "on",
+    "max_parallel_workers_per_gather": "0",
+}
+SCAN = "SELECT count(payload) FROM aio_demo;\n"  # the heap (count(*) reads only the index)
+CLIENTS = 2
+SECONDS = 10
+SLOW_READ_US = 2000
+LIMITS = thresholds.load()
+
+
+@dataclass
+class Run:
+    latency: float  # pgbench's mean latency over the report's window (s)
+    summary: Summary
+
+
+def measure(server: LocalServer, saved: Path) -> Run:
+    script = saved.with_suffix(".sql")
+    script.write_text(SCAN)
+    bench = pgbench(server, script, CLIENTS, limit=SECONDS)
+    try:
+        result = subprocess.run(
+            [
+                *(sys.executable, "-m", "pg_aio_exporter", "report", "--dsn", server.dsn()),
+                *("--duration", f"{SECONDS}s", "--sample-interval", "200ms"),
+                *("--save", str(saved), "--format", "json"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=90 + SECONDS,
+            check=False,
+        )
+    finally:
+        bench.terminate()
+        _, progress = bench.communicate(timeout=30)
+    assert result.returncode == 0, result.stderr
+    summary = reload.load_baseline(str(saved))
+    return Run(latency_over(progress, summary.started_at, summary.ended_at)[0], summary)
+
+
+def started(bin_dir: Path, **settings: str) -> tuple[LocalServer, SlowReads]:
+    server = LocalServer.create(bin_dir, settings={**SETTINGS, **settings})
+    shim = SlowReads(server)
+    server.start()
+    create_table(server.dsn(), TABLE_MB)
+    return server, shim
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
+    """'17', '18 worker', '18 slow reads' (worker, SLOW_READ_US a read), '18 sync'."""
+    root = tmp_path_factory.mktemp("upgrade")
+    out: dict[str, Run] = {}
+    seventeen, _ = started(pgbins.bin_dir("17"))
+    try:
+        out["17"] = measure(seventeen, root / "17.json")
+    finally:
+        seventeen.destroy()
+    eighteen, shim = started(pgbins.bin_dir("18"), io_method="worker")
+    try:
+        out["18 worker"] = measure(eighteen, root / "worker.json")
+        shim.set_delay(SLOW_READ_US)
+        out["18 slow reads"] = measure(eighteen, root / "slow.json")
+        shim.set_delay(0)
+        eighteen.configure({"io_method": "sync"})
+        eighteen.restart()
+        out["18 sync"] = measure(eighteen, root / "sync.json")
+    finally:
+        eighteen.destroy()
+    yield out
+
+
+@pytest.mark.parametrize("name", ["18 worker", "18 sync"])
+def test_an_upgrade_is_no_storage_signal(runs: dict[str, Run], name: str) -> None:
+    run, base = runs[name], runs["17"]
+    share = run.summary.activity.read_wait_share(LIMITS.io_wait_events)
+    ratio = run.summary.total.seconds_per_byte() / base.summary.total.seconds_per_byte()
+    print(f"[upgrade] {name}: pgbench {run.latency / base.latency:.2f}x 17's latency, read wait"
+          f" share {share:.2f}, wait per byte {ratio:.2f}x 17's")
+    # pgbench: the upgrade made the work no slower, so nothing here is storage setting the pace.
+    assert run.latency / base.latency < 1.15, "pgbench: 18 slower than 17 on the same storage"
+    found = {f.id: f for f in judge(run.summary, LIMITS, base.summary).findings}
+    assert "storage_saturated" not in found, found["storage_saturated"]
+    assert "read_latency_high" not in found, found["read_latency_high"]
+    if share is not None and share > LIMITS.min_read_wait_share and ratio > LIMITS.latency_factor:
+        # Where 17's wait per byte would have been a signal, the report says it left it out.
+        left_out = found["baseline_not_a_storage_signal"]
+        assert left_out.evidence["baseline_version"].startswith("17.")
+        assert "the baseline ran PostgreSQL 17." in left_out.summary
+
+
+def test_slow_reads_after_the_upgrade_still_saturate(runs: dict[str, Run]) -> None:
+    slow, healthy = runs["18 slow reads"], runs["18 worker"]
+    print(f"[upgrade] 18 slowed {SLOW_READ_US} us a read: pgbench {slow.latency / healthy.latency:.2f}x")
+    assert slow.latency / healthy.latency > 2, "pgbench: the slowed reads made no difference"
+    found = {f.id: f for f in judge(slow.summary, LIMITS, healthy.summary).findings}
+    assert "storage_saturated" in found, found
+    assert "baseline_not_a_storage_signal" not in found
