@@ -296,3 +296,14 @@ def test_db_time_needs_ten_workload_transactions_however_many_the_report_made(
     assert work.transactions == counted
     if counted is not None:
         assert work.db_time_per_transaction == pytest.approx(2.0 * 20 / counted)
+
+
+def test_the_text_report_prints_no_control_character() -> None:
+    """A SQL comment may hold terminal escapes (a title change, a screen clear, a bidi
+    override): the statement's text is shown, its control characters are not sent."""
+    hostile = "SELECT 1 /* \x1b]0;owned\x07 \x1b[2J \u202e \x9b31m */ FROM t"
+    report = judge(summary(workload=work(stmt(hostile, 100, 10))), T, summary(workload=BASE))
+    out = text.render(report, T)
+    assert "SELECT 1 /*" in out
+    assert not [ch for ch in out if ch != "\n" and (ch < " " or "\x7f" <= ch <= "\x9f")]
+    assert "\u202e" not in out and "\ufffd]0;owned\ufffd" in out
