@@ -87,6 +87,5 @@ def terminal(text: str) -> str:
     escape sequence or a bidi override in a SQL comment, a statement text, a name) shown as
     U+FFFD, one column for one character, so the layout's widths hold."""
     return "".join(
-        "\ufffd" if ch != "\n" and unicodedata.category(ch) in ("Cc", "Cf") else ch
-        for ch in text
+        "\ufffd" if ch != "\n" and unicodedata.category(ch) in ("Cc", "Cf") else ch for ch in text
     )
