@@ -11,10 +11,7 @@ Reports of 10 s each; about 1.5 minutes with the servers' start."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,11 +20,9 @@ import pgbins
 from pg_aio_exporter import thresholds
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import create_table
-from pg_aio_exporter.report import reload
 from pg_aio_exporter.report.outcome import judge
-from pg_aio_exporter.report.summary import Summary
 from slowread import SlowReads
-from test_workload_time import latency_over, pgbench
+from test_workload_time import Run, measure_script
 
 TABLE_MB = 64
 SETTINGS = {
@@ -42,34 +37,8 @@ SLOW_READ_US = 2000
 LIMITS = thresholds.load()
 
 
-@dataclass
-class Run:
-    latency: float  # pgbench's mean latency over the report's window (s)
-    summary: Summary
-
-
 def measure(server: LocalServer, saved: Path) -> Run:
-    script = saved.with_suffix(".sql")
-    script.write_text(SCAN)
-    bench = pgbench(server, script, CLIENTS, limit=SECONDS)
-    try:
-        result = subprocess.run(
-            [
-                *(sys.executable, "-m", "pg_aio_exporter", "report", "--dsn", server.dsn()),
-                *("--duration", f"{SECONDS}s", "--sample-interval", "200ms"),
-                *("--save", str(saved), "--format", "json"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=90 + SECONDS,
-            check=False,
-        )
-    finally:
-        bench.terminate()
-        _, progress = bench.communicate(timeout=30)
-    assert result.returncode == 0, result.stderr
-    summary = reload.load_baseline(str(saved))
-    return Run(latency_over(progress, summary.started_at, summary.ended_at)[0], summary)
+    return measure_script(server, (SCAN, CLIENTS, "200ms"), saved, SECONDS)
 
 
 def started(bin_dir: Path, **settings: str) -> tuple[LocalServer, SlowReads]:
