@@ -67,6 +67,7 @@ T = Thresholds(
         "no_read_activity": "info",
         "reads_not_yet_counted": "info",
         "wait_per_read_rose_with_read_size": "info",
+        "baseline_not_a_storage_signal": "info",
         "io_uring_available": "info",
     },
     max_uncombined_read_size_bytes=10 * KB,
@@ -389,6 +390,32 @@ def test_storage_saturated_against_a_baseline(before_ms: float, fires: bool) -> 
         assert ids["storage_saturated"].evidence["baseline_seconds_per_byte"] == pytest.approx(
             0.010 / (8 * KB)
         )
+
+
+@pytest.mark.parametrize(
+    ("then", "signal"),
+    [
+        (server(version="18.4", version_num=180004), True),  # a minor update: the same regime
+        (server(version="17.10", version_num=170010, io_method=None), False),
+        (server(io_method="sync"), False),
+    ],
+)
+def test_a_baseline_of_another_regime_is_no_storage_signal(then: ServerFacts, signal: bool) -> None:
+    """The same windows as above (5x the baseline's wait per byte, within the class's limit):
+    a baseline from another major version or io_method is left out, as the rules' regime label
+    leaves it out (issue 49), and the report says so instead."""
+    disk = replace(T, storage=StorageClass("disk", 0.030, 100 * KB * KB, 0.03))
+    baseline = summary({BULK: reads(2_000, 8 * KB, 5)}, facts=then)
+    ids = found(summary(SLOW, act=activity(waits={CLIENT_IO: 300})), baseline, t=disk)
+    assert ("storage_saturated" in ids) is signal
+    assert ("baseline_not_a_storage_signal" in ids) is not signal
+    if not signal:
+        left_out = ids["baseline_not_a_storage_signal"]
+        assert left_out.severity == "info"
+        assert left_out.evidence["baseline_version"] == then.version
+        assert left_out.evidence["baseline_io_method"] == then.io_method
+        assert left_out.evidence["left_out"] == ["reads wait 5.00x the baseline's per MiB"]
+        assert f"the baseline ran PostgreSQL {then.version}" in left_out.summary
 
 
 def test_storage_busy_but_fast_is_not_saturated() -> None:

@@ -149,9 +149,23 @@ def measure(
     """pgbench and the report over the same seconds: pgbench runs around the report's window
     and its latency is taken over that window alone."""
     sql, clients, sample_interval = SCRIPTS[workload]
+    return measure_script(
+        server, (sql, clients, sample_interval), saved, seconds, RATES.get(workload)
+    )
+
+
+def measure_script(
+    server: LocalServer,
+    script_run: tuple[str, int, str],
+    saved: Path,
+    seconds: float = REPORT_SECONDS,
+    rate: int | None = None,
+) -> Run:
+    """measure() of a pgbench script of its own: (sql, clients, the report's --sample-interval)."""
+    sql, clients, sample_interval = script_run
     script = saved.with_suffix(".sql")
     script.write_text(sql)
-    bench = pgbench(server, script, clients, RATES.get(workload), seconds)
+    bench = pgbench(server, script, clients, rate, seconds)
     try:
         result = subprocess.run(
             [
