@@ -6,10 +6,7 @@ active time: storage-bound, in the report and in the exported samples the rule d
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 
@@ -20,6 +17,7 @@ from harness import Exporter, Samples, scanning, wait_for
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import create_table
 from slowread import ONE_IO_WORKER, SlowReads
+from test_report import run_report
 
 SLOW_US = 4000  # 4 ms per read: slow for the default storage class
 SLEEPERS = {
@@ -90,7 +88,7 @@ def storage_share(before: Samples, after: Samples) -> float:
     processes doing work, io workers aside (they read for the others). No client sleeps here,
     so the rule leaves nothing else out: a sleeper the sampler counted would count."""
     reads = {"DataFileRead", "DataFilePrefetch", "AioIoCompletion"}
-    grown: Counter[str] = Counter()
+    grown = {"active": 0.0, "reads": 0.0}
     for key, value in after["pg_aio_wait_event_samples_total"].items():
         labels = dict(key)
         if labels["backend_type"] == "io worker":
@@ -115,13 +113,15 @@ def test_sleeping_processes_are_no_active_time(server: tuple[LocalServer, SlowRe
             wait_for(lambda: sleepers(dsn) == SLEEPERS, 45, "a spread checkpoint and autovacuum")
             with Watch(dsn) as watch:
                 before = exp.wait_poll()
-                result = subprocess.run(
-                    [sys.executable, "-m", "pg_aio_exporter", "report", "--dsn", dsn]
-                    + ["--duration", "10s", "--sample-interval", "100ms", "--format", "json"],
-                    capture_output=True,
-                    text=True,
-                    timeout=120,
-                    check=False,
+                result = run_report(
+                    "--dsn",
+                    dsn,
+                    "--duration",
+                    "10s",
+                    "--sample-interval",
+                    "100ms",
+                    "--format",
+                    "json",
                 )
                 after = exp.wait_poll()
     finally:
