@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from alerts.promql import (
+    ACTIVE,
     CLIENT_BACKEND,
     NOT_IO_WORKER,
     Scope,
@@ -156,13 +157,12 @@ VOLUME_LIMITS = {
 
 
 def read_wait_share(params: Params, p: Params) -> str:
-    """Share of the sessions' active time (io workers aside) spent waiting on reads."""
+    """Share of the sessions' active time (promql.ACTIVE) spent waiting on reads."""
     sessions = rec(params, "pg_aio:active_sessions")
-    clients = NOT_IO_WORKER
-    reads = f'{{wait_event_type="IO", wait_event=~"{p["io_wait_events"]}", {clients}}}'
+    reads = f'{{wait_event_type="IO", wait_event=~"{p["io_wait_events"]}", {NOT_IO_WORKER}}}'
     return (
         f"sum {without(WAIT_LABELS)} (\n  {sessions}{reads}\n)\n/\n"
-        f"sum {without(WAIT_LABELS)} (\n  {sessions}{{{clients}}}\n)"
+        f"sum {without(WAIT_LABELS)} (\n  {sessions}{{{ACTIVE}}}\n)"
     )
 
 
@@ -194,7 +194,7 @@ def storage_saturated(params: Params, p: Params) -> Alert:
         "while the reads are slow for the target's storage class, slower per byte than "
         f"{p['latency_factor']}x {baseline_words(params, READS)}, or at the volume's configured "
         "limits: storage sets the pace.",
-        condition=f"share of active time (io workers excluded) waiting on "
+        condition=f"share of active time (io workers and sleeps excluded) waiting on "
         f"IO/{{{p['io_wait_events']}}} > {p['min_read_wait_share']}, and reads slow: wait "
         "per read above PgAioReadLatencyHigh's limit, or wait per byte > "
         f"{p['latency_factor']} x {baseline_words(params, READS)}, or reads/s or bytes/s >= "

@@ -15,6 +15,10 @@ from pg_aio_exporter.vocabulary import IO_LABELS, WAIT_LABELS, WRITE_OPERATIONS
 # Matchers of the vocabulary's rows and backend types.
 CLIENT_BACKEND = f'backend_type="{vocabulary.CLIENT_BACKEND}"'
 NOT_IO_WORKER = f'backend_type!="{vocabulary.IO_WORKER}"'
+# The sampled processes whose time is the active time the storage judgement divides by: io
+# workers aside (they work for the others), and so are clients asleep (the sampler counts
+# no other process asleep): the report's Activity.active_sessions.
+ACTIVE = f'{NOT_IO_WORKER}, wait_event_type!="{vocabulary.SLEEP_WAIT_CLASS}"'
 # Shared buffers written back to their relation (not bulk rings, not WAL): who writes these
 # says whether the background writer keeps up.
 BUFFER_WRITES = (

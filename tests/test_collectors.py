@@ -425,6 +425,31 @@ def test_hidden_rows_are_reported_and_hide_the_io_workers() -> None:
     }
 
 
+def test_sleeping_and_idle_processes_do_no_work() -> None:
+    """Issue 49: a spread checkpoint, a throttled autovacuum, pg_cron's idle launcher and a
+    logical walsender waiting for WAL are no active sessions; the checkpointer writing is, and
+    so is whatever a client or a parallel worker of its statement waits on."""
+    collector = activity.ActivityCollector()
+    rows = [
+        activity_row("checkpointer", None, "Timeout", "CheckpointWriteDelay", 1),
+        activity_row("autovacuum worker", None, "Timeout", "VacuumDelay", 1),
+        activity_row("pg_cron launcher", None, "Extension", "Extension", 1),
+        activity_row("walsender", "active", "Client", "WalSenderWaitForWal", 1),
+        activity_row("checkpointer", None, "IO", "DataFileWrite", 1),
+        activity_row("client backend", "active", "Timeout", "PgSleep", 1),
+        activity_row("parallel worker", "active", "Timeout", "VacuumDelay", 2),
+    ]
+    assert collector.observe(rows, 180006) is None
+    assert observed(collector)["pg_aio_wait_event_samples_total"] == {
+        labels(**T, backend_type=b, wait_event_type=c, wait_event=e): n
+        for b, c, e, n in (
+            ("checkpointer", "IO", "DataFileWrite", 1),
+            ("client backend", "Timeout", "PgSleep", 1),
+            ("parallel worker", "Timeout", "VacuumDelay", 2),
+        )
+    }
+
+
 def test_a_client_starting_up_is_not_hidden() -> None:
     """What a superuser sees of clients that are still starting: PostgreSQL 18 says 'starting'
     while one authenticates; 17 and 18 leave the state NULL, its user known, while a login event

@@ -68,6 +68,7 @@ class Rates:
     workers: int = 3
     busy: float = 0.3  # busy io workers
     queue: float = 0.0  # sessions on LWLock/AioWorkerSubmissionQueue
+    sleeping: float = 0.0  # client sessions asleep: a throttled VACUUM in Timeout/VacuumDelay
     pending: bool = False  # io_method awaits a restart
     reset: bool = False  # pg_stat_io reset ten minutes before the end
     max_workers: int | None = None  # io_max_workers: PostgreSQL 19, whose pool sizes itself
@@ -113,6 +114,12 @@ SCENARIOS = {
     # Slow from the first second (issue 30): 4 ms per 20 kB read, two sessions waiting; slow for
     # the default class (network-ssd), usual for hdd.
     "slow_from_the_start": (SLOW_START, SLOW_START),
+    # The same two sessions beside three clients running a throttled VACUUM, asleep in
+    # VacuumDelay: busy (DB time) but no active time, so still storage-bound (issue 49).
+    "slow_beside_sleeping_clients": (
+        replace(SLOW_START, sleeping=3.0),
+        replace(SLOW_START, sleeping=3.0),
+    ),
     "slow_from_the_start_on_hdd": (
         replace(SLOW_START, storage_class="hdd"),
         replace(SLOW_START, storage_class="hdd"),
@@ -162,6 +169,7 @@ def per_minute(phases: tuple[Rates, Rates], value: str) -> list[float]:
             "waiting": r.waiting,
             "cpu": r.cpu,
             "queue": r.queue,
+            "sleeping": r.sleeping,
             "busy": r.busy,
             "slots": float(r.workers),  # io workers seen, once a second
         }.get(value)
@@ -198,6 +206,8 @@ def input_series(target: str, phases: tuple[Rates, Rates]) -> list[dict[str, str
         ' wait_event_type="LWLock", wait_event="AioWorkerSubmissionQueue"}': "queue",
         f'pg_aio_wait_event_samples_total{{{t}, backend_type="client backend",'
         ' wait_event_type="CPU", wait_event="CPU"}': "cpu",
+        f'pg_aio_wait_event_samples_total{{{t}, backend_type="client backend",'
+        ' wait_event_type="Timeout", wait_event="VacuumDelay"}': "sleeping",
         f"pg_aio_io_workers{{{t}}}": "workers",
         f"pg_aio_io_worker_busy_samples_total{{{t}}}": "busy",
         f"pg_aio_io_worker_samples_total{{{t}}}": "slots",
@@ -276,6 +286,7 @@ def summary(rates: Rates, minutes: int, *, resets: tuple[float, ...] = ()) -> Su
                     rates.queue * samples
                 ),
                 ("client backend", "CPU", "CPU"): round(rates.cpu * samples),
+                ("client backend", "Timeout", "VacuumDelay"): round(rates.sleeping * samples),
             },
             io_workers=rates.workers,
             io_worker_slots=rates.workers * samples,
@@ -306,6 +317,7 @@ def test_storage_classes_judge_the_same_reads_apart() -> None:
     read is usual for the default class and slow for nvme."""
     both = {"PgAioReadLatencyHigh", "PgAioStorageSaturated"}
     assert expected_alerts("slow_from_the_start") == both
+    assert expected_alerts("slow_beside_sleeping_clients") == both
     assert expected_alerts("slow_from_the_start_on_hdd") == set()
     assert expected_alerts("slow_storage_on_nvme") == {"PgAioReadLatencyHigh"}
     assert "PgAioReadLatencyHigh" not in expected_alerts("slow_storage")

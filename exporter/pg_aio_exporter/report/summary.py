@@ -25,7 +25,7 @@ from pg_aio_exporter.report.workload import Workload
 from pg_aio_exporter.report.written import Writes
 from pg_aio_exporter.versions import PG16, PG18, PG19
 from pg_aio_exporter.vocabulary import CLIENT_BACKEND as CLIENT
-from pg_aio_exporter.vocabulary import IO_WORKER, SUBMISSION_QUEUE, SYNC_READ
+from pg_aio_exporter.vocabulary import IO_WORKER, SLEEP_WAIT_CLASS, SUBMISSION_QUEUE, SYNC_READ
 
 SUBMITTED = "SUBMITTED"  # pg_aios state
 
@@ -185,8 +185,13 @@ class Activity:
         return [(key, self.sessions(key)) for key, _ in ranked[:limit]]
 
     def active_sessions(self) -> float:
-        """Average sessions doing work, io workers aside (they work for the others)."""
-        return sum(self.sessions(k) for k in self.wait_samples if k[0] != IO_WORKER)
+        """Average sessions doing work, io workers aside (they work for the others), and so are
+        clients asleep (pg_sleep, a throttled VACUUM): busy (DB time) but paced by nothing."""
+        return sum(
+            self.sessions(k)
+            for k in self.wait_samples
+            if k[0] != IO_WORKER and k[1] != SLEEP_WAIT_CLASS
+        )
 
     def read_wait_sessions(self, io_wait_events: Collection[str]) -> float:
         """Average sessions waiting on reads, io workers aside: the storage alert's measure."""
