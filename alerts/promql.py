@@ -325,3 +325,22 @@ def write_wait_sessions(
         "average sessions waiting on writes (IO write and WAL waits, LWLock WALWrite)",
         f"sum {grouping} (\n{waits}\n)",
     )
+
+
+def wal_wait_share(scope: Scope, wal_events: str, lock_events: str) -> Formula:
+    """Share of the sessions' active time (io workers aside) spent on the WAL: its IO waits
+    `wal_events` and the LWLock queue behind a flush `lock_events` (regexes). Sampled, so it
+    needs no track_wal_io_timing."""
+    on_wal = scope.rate(
+        "pg_aio_wait_event_samples_total",
+        NOT_IO_WORKER,
+        f'wait_event=~"{wal_events}|{lock_events}"',
+        'wait_event_type=~"IO|LWLock"',
+    )
+    active = scope.rate("pg_aio_wait_event_samples_total", NOT_IO_WORKER)
+    return Formula(
+        "wal_wait_share",
+        "share of the sessions' active time waiting on WAL writes and syncs (sampled), 0..1",
+        f"sum {without(WAIT_LABELS)} (\n  {on_wal}\n)\n/\n"
+        f"(sum {without(WAIT_LABELS)} (\n  {active}\n) > 0)",
+    )

@@ -43,10 +43,12 @@ WT = WriteThresholds(
     min_seconds_per_write=0.0001,
     max_backend_share=0.5,
     min_backend_writes_per_second=10,
-    write_wait_events=("WalSync", "WalWrite", "DataFileWrite", "DataFileExtend"),
+    write_wait_events=("DataFileWrite", "DataFileExtend"),
+    wal_wait_events=("WalSync", "WalWrite"),
     write_lock_events=("WALWrite",),
     min_write_wait_sessions=1,
     latency_factor=2,
+    min_wal_wait_share=0.5,
 )
 T = replace(
     READ_T,
@@ -57,7 +59,7 @@ T = replace(
         "PgAioWriteLatencyRegression": "warning",
         "PgAioBackendsWritingBuffers": "warning",
         "PgAioStorageSaturatedByWrites": "warning",
-        "track_wal_io_timing_off": "info",
+        "PgAioTrackWalIoTimingOff": "warning",
     },
 )
 CHECKPOINTER = ("checkpointer", "relation", "normal")
@@ -99,8 +101,10 @@ def judged(s: Summary, baseline: Summary | None = None) -> dict[str, Finding]:
 def test_the_spelled_out_thresholds_are_the_shipped_ones() -> None:
     shipped = load().writes
     assert shipped is not None
-    assert replace(shipped, write_wait_events=WT.write_wait_events) == WT
+    events = {"write_wait_events": WT.write_wait_events, "wal_wait_events": WT.wal_wait_events}
+    assert replace(shipped, **events) == WT
     assert set(WT.write_wait_events) <= set(shipped.write_wait_events)
+    assert set(WT.wal_wait_events) <= set(shipped.wal_wait_events)
 
 
 def test_healthy_writes_find_nothing_and_the_verdict_names_no_write() -> None:
@@ -261,9 +265,29 @@ def test_a_report_without_writes_reloads_without_them() -> None:
 def test_wal_timing_off_is_said_once_and_judges_nothing() -> None:
     untimed = replace(window(w=wal(ms_each=50.0)), wal_timed=False)
     found = judged(summary(writes=untimed))
-    assert found["track_wal_io_timing_off"].severity == "info"
+    assert found["track_wal_io_timing_off"].severity == "warning"
     assert not {"wal_sync_latency_high", "storage_saturated_by_writes"} & set(found)
     assert "track_wal_io_timing_off" not in judged(summary(writes=window()))
+
+
+CPU = ("client backend", "CPU", "CPU")
+
+
+def test_untimed_wal_judged_by_the_share_of_active_time_waiting_on_it() -> None:
+    """track_wal_io_timing off (PostgreSQL's default): the sampled waits judge the WAL instead.
+    Issue 30's TPC-B with every fsync 10 ms slower: 4 clients, 1.6 on IO/WalSync and 1.8
+    behind the flush, 0.4 on CPU: 0.89 of the active time; healthy, 0.3 + 0.1 of 1.9."""
+    untimed = replace(window(w=wal(syncs=16_900, ms_each=0.0)), wal_timed=False)
+    slow = activity(waits={WAL_SYNC: 160, WAL_QUEUE: 180, CPU: 40})
+    found = judged(summary(act=slow, writes=untimed))
+    finding = found["storage_saturated_by_writes"]
+    assert finding.evidence["wal_wait_share"] == pytest.approx(3.4 / 3.8)
+    assert "waiting on the WAL" in finding.summary
+    assert found["track_wal_io_timing_off"].severity == "warning"
+    healthy = activity(waits={WAL_SYNC: 30, WAL_QUEUE: 10, CPU: 150})
+    assert "storage_saturated_by_writes" not in judged(summary(act=healthy, writes=untimed))
+    # Where the WAL is timed its latency judges (1 ms a sync: healthy), not the share.
+    assert "storage_saturated_by_writes" not in judged(summary(act=slow, writes=window()))
 
 
 def test_checkpoint_and_bgwriter_counts_in_the_advice() -> None:

@@ -68,10 +68,17 @@ class WriteThresholds:
     min_seconds_per_write: float  # writes this fast (page cache) are not judged
     max_backend_share: float  # PgAioBackendsWritingBuffers
     min_backend_writes_per_second: float
-    write_wait_events: tuple[str, ...]  # PgAioStorageSaturatedByWrites: IO waits ...
-    write_lock_events: tuple[str, ...]  # ... and LWLock waits (both in the file's order)
+    write_wait_events: tuple[str, ...]  # PgAioStorageSaturatedByWrites: data file IO waits,
+    wal_wait_events: tuple[str, ...]  # WAL IO waits ...
+    write_lock_events: tuple[str, ...]  # ... and LWLock waits (each in the file's order)
     min_write_wait_sessions: float
     latency_factor: float
+    min_wal_wait_share: float  # share of active time waiting on the WAL (no timing needed)
+
+    @property
+    def io_write_events(self) -> tuple[str, ...]:
+        """Every IO wait on writes, the data files' and the WAL's."""
+        return self.write_wait_events + self.wal_wait_events
 
     @property
     def baseline(self) -> BaselineSettings:
@@ -93,9 +100,11 @@ class WriteThresholds:
             max_backend_share=float(backends["max_backend_share"]),
             min_backend_writes_per_second=float(backends["min_backend_writes_per_second"]),
             write_wait_events=events(saturated["write_wait_events"]),
+            wal_wait_events=events(saturated["wal_wait_events"]),
             write_lock_events=events(saturated["write_lock_events"]),
             min_write_wait_sessions=float(saturated["min_write_wait_sessions"]),
             latency_factor=float(saturated["latency_factor"]),
+            min_wal_wait_share=float(saturated["min_wal_wait_share"]),
         )
 
 

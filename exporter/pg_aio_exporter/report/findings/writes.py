@@ -22,11 +22,19 @@ from pg_aio_exporter.vocabulary import IO_WORKER
 
 
 def write_wait_sessions(activity: Activity, t: WriteThresholds) -> dict[str, float]:
-    """Average sessions (io workers aside) in each write wait: IO write events and the LWLock
-    queue behind a WAL flush, as this server names them (thresholds.yaml lists every version's
-    names), keyed type/event."""
+    """Average sessions (io workers aside) in each write wait: IO write events (the data
+    files' and the WAL's) and the LWLock queue behind a WAL flush, keyed type/event."""
+    return _sessions_in(activity, t.io_write_events, t.write_lock_events)
+
+
+def _sessions_in(
+    activity: Activity, io_events: tuple[str, ...], lock_events: tuple[str, ...]
+) -> dict[str, float]:
+    """Average sessions (io workers aside) in each of these waits: IO events `io_events` and
+    LWLock waits `lock_events`, as this server names them (thresholds.yaml lists every
+    version's names), keyed type/event."""
     server = activity.wait_events
-    named = server.named(t.write_wait_events, "IO") | server.named(t.write_lock_events, "LWLock")
+    named = server.named(io_events, "IO") | server.named(lock_events, "LWLock")
     out: dict[str, float] = {}
     for key in activity.wait_samples:
         backend_type, wait_type, wait = key
@@ -46,10 +54,19 @@ class Judged:
     writes: Writes
     t: WriteThresholds
     waits: dict[str, float]
+    on_wal: float  # average sessions waiting on the WAL: its IO waits and the flush queue
+    active: float  # average sessions doing work, io workers aside
 
     @property
     def waiting(self) -> float:
         return sum(self.waits.values())
+
+    def wal_wait_share(self) -> float | None:
+        """Share of the active time spent on the WAL, judged only where the WAL is not timed:
+        where it is, its latency says more (PgAioStorageSaturatedByWrites' wal_wait signal)."""
+        if self.writes.wal_timed or self.active <= 0:
+            return None
+        return self.on_wal / self.active
 
     def sync_latency(self) -> float | None:
         """Time per WAL sync when enough syncs were counted to judge it."""
@@ -79,7 +96,10 @@ def judged(ctx: Context) -> Judged | None:
     writes, t = ctx.summary.writes, ctx.thresholds.writes
     if writes is None or t is None:
         return None
-    return Judged(writes, t, write_wait_sessions(ctx.summary.activity, t))
+    activity = ctx.summary.activity
+    waits = write_wait_sessions(activity, t)
+    on_wal = _sessions_in(activity, t.wal_wait_events, t.write_lock_events)
+    return Judged(writes, t, waits, sum(on_wal.values()), activity.active_sessions())
 
 
 def _regression(ctx: Context, j: Judged) -> Regression | None:
@@ -227,6 +247,13 @@ def storage_saturated_by_writes(ctx: Context, j: Judged) -> Finding | None:
     if found is not None and found.saturating(j.t.baseline):
         signals.append(f"buffer writes take {units.ratio(found.ratio)} the baseline's per MiB")
         evidence |= {"seconds_per_byte": found.now, "baseline_seconds_per_byte": found.before}
+    share = j.wal_wait_share()
+    if share is not None and share > j.t.min_wal_wait_share:
+        signals.append(
+            f"they spend {units.percent(share)} of their active time waiting on the WAL"
+            " (track_wal_io_timing is off: WAL syncs are not timed)"
+        )
+        evidence |= {"wal_wait_share": share, "min_wal_wait_share": j.t.min_wal_wait_share}
     if not signals:
         return None
     top = max(j.waits, key=lambda name: j.waits[name])
@@ -246,9 +273,10 @@ def track_wal_io_timing_off(ctx: Context, j: Judged) -> Finding | None:
         return None
     return Finding(
         "track_wal_io_timing_off",
-        ctx.severity("track_wal_io_timing_off"),
+        ctx.severity("PgAioTrackWalIoTimingOff"),
         "track_wal_io_timing was off during the window: PostgreSQL timed no WAL write or sync,"
-        f" so the {units.count(wal.syncs)} WAL syncs counted have no latency here.",
+        f" so the {units.count(wal.syncs)} WAL syncs counted have no latency here, and slow"
+        " commits show only as sessions waiting on the WAL.",
         {"wal_syncs": wal.syncs, "wal_writes": wal.writes},
         "ALTER SYSTEM SET track_wal_io_timing = on; SELECT pg_reload_conf(); (track_io_timing"
         " does not time WAL). It reads the clock twice per WAL write and sync.",
