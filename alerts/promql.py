@@ -327,20 +327,21 @@ def write_wait_sessions(
     )
 
 
-def wal_wait_share(scope: Scope, wal_events: str, lock_events: str) -> Formula:
-    """Share of the sessions' active time (io workers aside) spent on the WAL: its IO waits
-    `wal_events` and the LWLock queue behind a flush `lock_events` (regexes). Sampled, so it
-    needs no track_wal_io_timing."""
-    on_wal = scope.rate(
+def wal_sync_sampled(scope: Scope, sync_events: str) -> Formula:
+    """Time per WAL sync without track_wal_io_timing: the average processes (io workers aside)
+    in a WAL sync, sampled, over the WAL syncs per second (Little's law: the syncs in progress
+    are the rate times the time each takes)."""
+    syncing = per_sample(
+        scope,
         "pg_aio_wait_event_samples_total",
+        WAIT_LABELS,
         NOT_IO_WORKER,
-        f'wait_event=~"{wal_events}|{lock_events}"',
-        'wait_event_type=~"IO|LWLock"',
+        'wait_event_type="IO"',
+        f'wait_event=~"{sync_events}"',
     )
-    active = scope.rate("pg_aio_wait_event_samples_total", NOT_IO_WORKER)
     return Formula(
-        "wal_wait_share",
-        "share of the sessions' active time waiting on WAL writes and syncs (sampled), 0..1",
-        f"sum {without(WAIT_LABELS)} (\n  {on_wal}\n)\n/\n"
-        f"(sum {without(WAIT_LABELS)} (\n  {active}\n) > 0)",
+        "wal_sync_sampled_seconds",
+        "time per WAL sync from the samples: processes in a WAL sync / WAL syncs per second",
+        f"sum {without(WAIT_LABELS)} (\n{syncing}\n)\n/\n"
+        f"({scope.rate('pg_aio_wal_syncs_total')} > 0)",
     )
