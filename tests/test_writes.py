@@ -660,7 +660,9 @@ def test_stock_server_slow_fsyncs_alert_without_wal_timing(tmp_path: Path) -> No
             exporter.stop()
         server.destroy()
     fast, slowed = bench.median("healthy"), bench.median("slow")
-    finding = next((f for f in doc["findings"] if f["id"] == "storage_saturated_by_writes"), {})
+    finding: dict[str, Any] = next(
+        (f for f in doc["findings"] if f["id"] == "storage_saturated_by_writes"), {}
+    )
     print(
         f"\nstock 18, fsync +10 ms, 15 s scrapes: (seconds, s per sync sampled, syncs/s)"
         f" {watched}; PgAioStorageSaturatedByWrites pending after {pending_after} s;"
