@@ -333,3 +333,23 @@ def write_wait_sessions(
         "average sessions waiting on writes (IO write and WAL waits, LWLock WALWrite)",
         f"sum {grouping} (\n{waits}\n)",
     )
+
+
+def wal_sync_sampled(scope: Scope, sync_events: str) -> Formula:
+    """Time per WAL sync without track_wal_io_timing: the average processes (io workers aside)
+    in a WAL sync, sampled, over the WAL syncs per second (Little's law: the syncs in progress
+    are the rate times the time each takes)."""
+    syncing = per_sample(
+        scope,
+        "pg_aio_wait_event_samples_total",
+        WAIT_LABELS,
+        NOT_IO_WORKER,
+        'wait_event_type="IO"',
+        f'wait_event=~"{sync_events}"',
+    )
+    return Formula(
+        "wal_sync_sampled_seconds",
+        "time per WAL sync from the samples: processes in a WAL sync / WAL syncs per second",
+        f"sum {without(WAIT_LABELS)} (\n{syncing}\n)\n/\n"
+        f"({scope.rate('pg_aio_wal_syncs_total')} > 0)",
+    )

@@ -385,6 +385,7 @@ WRITE_ALERT_OF = {
     "write_latency_regression": "PgAioWriteLatencyRegression",
     "backends_writing_buffers": "PgAioBackendsWritingBuffers",
     "storage_saturated_by_writes": "PgAioStorageSaturatedByWrites",
+    "track_wal_io_timing_off": "PgAioTrackWalIoTimingOff",
 }
 # The IO wait of a session waiting for its WAL flush, by version: 17 renamed 14-16's WALSync
 # (the recorded samples show that rename on other events: IPC/BufferIO on 16, BufferIo on 17).
@@ -411,6 +412,7 @@ class Writing:
     sync_waiting: float = 0.2  # client sessions on IO/WalSync (WALSync on 16)
     flush_queue: float = 0.1  # client sessions on LWLock/WALWrite, behind another's flush
     wal_reads: float = 0.0  # 18: WAL read by client backends (pg_stat_io object wal), 20 ms each
+    wal_timed: bool = True  # track_wal_io_timing on: else no WAL sync time is counted
 
 
 WRITING = Writing()
@@ -421,6 +423,19 @@ WRITE_SCENARIOS = {
     "w_fsync_slower": (
         replace(WRITING, syncs=4822, sync_wait=0.0002, sync_waiting=0.3),
         replace(WRITING, syncs=169, sync_wait=0.0102, sync_waiting=1.6, flush_queue=0.2),
+    ),
+    # The same on a stock server (track_wal_io_timing off): no sync time, judged by the syncs
+    # in progress the samples saw, 1.6 sessions at 169 syncs/s: 9.5 ms a sync.
+    "w_fsync_slower_untimed": (
+        replace(WRITING, syncs=4822, sync_wait=0.0002, sync_waiting=0.3, wal_timed=False),
+        replace(
+            WRITING,
+            syncs=169,
+            sync_wait=0.0102,
+            sync_waiting=1.6,
+            flush_queue=0.2,
+            wal_timed=False,
+        ),
     ),
     # Too few to judge: slow syncs below min_syncs_per_second, and client backends writing
     # 80% of the buffers at 8/s (below min_backend_writes_per_second).
@@ -465,7 +480,7 @@ def per_second(w: Writing) -> dict[tuple[str, str], float]:
         ("wal", "reads"): w.wal_reads,
         ("wal", "read_time"): w.wal_reads * 0.020 * 1000,
         ("pg_stat_wal", "syncs"): w.syncs,
-        ("pg_stat_wal", "sync_time"): w.syncs * w.sync_wait * 1000,
+        ("pg_stat_wal", "sync_time"): w.syncs * w.sync_wait * 1000 if w.wal_timed else 0.0,
     }
 
 
@@ -478,10 +493,19 @@ ROWS = {
 }
 
 
-def rows_at(major: str, seconds: float, counts: dict[tuple[str, str], float]) -> dict[str, Any]:
-    """The recorded poll of `major`, `seconds` later: NORMAL's reads and `counts` added."""
+def rows_at(
+    major: str, seconds: float, counts: dict[tuple[str, str], float], wal_timed: bool = True
+) -> dict[str, Any]:
+    """The recorded poll of `major`, `seconds` later: NORMAL's reads and `counts` added;
+    track_wal_io_timing off unless `wal_timed`."""
     template = recorded.load(major)["polls"][1]
     polled: dict[str, Any] = {**template, "pg_stat_io": [], "pg_stat_wal": []}
+    polled["settings"] = [
+        {**row, "setting": "on" if wal_timed else "off"}
+        if row["name"] == "track_wal_io_timing"
+        else row
+        for row in template["settings"]
+    ]
     for recorded_row in template["pg_stat_io"]:
         row = dict(recorded_row)
         key = (row["backend_type"], row["object"], row["context"])
@@ -504,7 +528,7 @@ def rows_at(major: str, seconds: float, counts: dict[tuple[str, str], float]) ->
                     added[size] = added[ops] * BUFFER_SIZE
         for column, n in added.items():
             row[column] = (row[column] or 0.0) + n
-    wal = dict(template["pg_stat_wal"][0])
+    wal = dict(template["pg_stat_wal"][0], track_wal_io_timing=wal_timed)
     polled["pg_stat_wal"] = [wal]
     wal["syncs"] += counts[("pg_stat_wal", "syncs")]
     wal["sync_time"] += counts[("pg_stat_wal", "sync_time")]
@@ -586,7 +610,7 @@ def replay(major: str, name: str, phases: tuple[Writing, Writing]) -> Replay:
             for phase, (start, end) in phase_spans.items():
                 if start < minute <= end:
                     sampled[phase].observe(sample, version)
-        polled = rows_at(major, 60.0 * minute, counts)
+        polled = rows_at(major, 60.0 * minute, counts, w.wal_timed)
         for selector, value in exposed(f"{name}_{major}", collectors, polled, exporter):
             series.setdefault(selector, ["_"] * minute).append(value)
         for phase, (start, end) in phase_spans.items():
@@ -630,6 +654,11 @@ def test_every_write_alert_is_exercised_both_ways(replayed: dict[tuple[str, str]
         assert expected_write_alerts(replayed[(major, "w_fsync_slower")]) == {
             "PgAioWalSyncLatencyHigh",
             "PgAioStorageSaturatedByWrites",
+        }, major
+        # On a stock server: the saturation by its sampled syncs, and the timing that is off.
+        assert expected_write_alerts(replayed[(major, "w_fsync_slower_untimed")]) == {
+            "PgAioStorageSaturatedByWrites",
+            "PgAioTrackWalIoTimingOff",
         }, major
 
 

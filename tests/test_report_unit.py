@@ -47,6 +47,7 @@ T = Thresholds(
     # PgAioReadLatencyHigh: 5 ms plus the read size at 125 MiB/s (8 kB: 5.0625 ms), a class of
     # this file's own between the shipped network-ssd and hdd.
     storage=StorageClass("slow-ssd", 0.005, 125 * KB * KB, 0.005),
+    min_slow_read_share=0.16,
     io_wait_events=("DataFileRead", "AioIoCompletion"),
     min_read_wait_share=0.5,
     latency_factor=2,

@@ -116,6 +116,7 @@ class Recorder:
             case WalSnapshot():
                 self.wal_seen = True
                 self.wal.observe(snapshot, read_at)
+                self.series.wal(self.wal.counters, self.wal.seconds, self.wal.timed)
             case CheckpointerCounts():
                 self.checkpoints = [*self.checkpoints[:1], snapshot]
             case ServerVersion():

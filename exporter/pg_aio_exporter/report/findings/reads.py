@@ -9,6 +9,7 @@ from typing import Any
 
 from pg_aio_exporter.report import units
 from pg_aio_exporter.report.findings.context import Context, Finding
+from pg_aio_exporter.report.findings.intervals import SlowIntervals, read_intervals
 from pg_aio_exporter.report.findings.pool import pool_busy, pool_signals
 from pg_aio_exporter.report.side import Regression
 from pg_aio_exporter.report.workload import WorkloadComparison
@@ -72,21 +73,44 @@ def reads_not_yet_counted(ctx: Context) -> Finding | None:
     )
 
 
+def slow_for_class(ctx: Context) -> tuple[bool, SlowIntervals | None]:
+    """Reads above PgAioReadLatencyHigh's limit as the alert judges it: in at least min_share
+    of the polls with reads (findings/intervals.py); by the window's average only where the
+    window has no per-poll figures (a saved report from before them). With the polls' share
+    found, or None."""
+    intervals = read_intervals(ctx)
+    if intervals is not None:
+        return intervals.share >= ctx.thresholds.min_slow_read_share, intervals
+    per_read, limit = ctx.seconds_per_read(), ctx.latency_limit()
+    slow = per_read is not None and limit is not None and ctx.enough_reads and per_read > limit
+    return slow, None
+
+
 def read_latency_high(ctx: Context) -> Finding | None:
     per_read, limit = ctx.seconds_per_read(), ctx.latency_limit()
-    if per_read is None or limit is None or not ctx.enough_reads or per_read <= limit:
+    slow, intervals = slow_for_class(ctx)
+    if per_read is None or limit is None or not slow:
         return None
+    evidence: dict[str, Any] = {
+        "seconds_per_read": per_read,
+        "max_seconds_per_read": limit,
+        "storage_class": ctx.thresholds.storage.name,
+        "reads_per_second": ctx.reads_per_second,
+    }
+    healthy = f"healthy {ctx.thresholds.storage.name} storage"
+    summary = f"Reads wait {ctx.read_class_words()}: above what {healthy} needs for reads of"
+    summary += " this size."
+    if intervals is not None:
+        evidence |= intervals.evidence(ctx.thresholds.min_slow_read_share)
+        summary = (
+            f"Reads wait {ctx.read_class_words()} over the window, and waited longer than"
+            f" {healthy} needs for reads of their size in {intervals.words('reads')}."
+        )
     return Finding(
         "read_latency_high",
         ctx.severity("PgAioReadLatencyHigh"),
-        f"Reads wait {ctx.read_class_words()}: above what healthy"
-        f" {ctx.thresholds.storage.name} storage needs for reads of this size.",
-        {
-            "seconds_per_read": per_read,
-            "max_seconds_per_read": limit,
-            "storage_class": ctx.thresholds.storage.name,
-            "reads_per_second": ctx.reads_per_second,
-        },
+        summary,
+        evidence,
         "See storage_saturated if sessions queue on reads; otherwise check the volume's"
         " latency and throttling (cloud volumes: IOPS and throughput limits).",
     )
@@ -130,7 +154,7 @@ def storage_saturated(ctx: Context) -> Finding | None:
         "max_seconds_per_read": limit,
     }
     signals: list[str] = []
-    if per_read > limit:
+    if slow_for_class(ctx)[0]:
         signals.append(f"{ctx.read_class_words()}")
     found = ctx.storage_regression()
     if found is not None and found.saturating(t.baseline):
