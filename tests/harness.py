@@ -136,7 +136,13 @@ class Exporter:
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
         )
-        wait_for(self._ready, 15, "exporter to listen")
+        try:
+            wait_for(self._ready, 15, "exporter to listen")
+        except BaseException:
+            # No object to stop() is handed back: a process that never listened would run on.
+            terminate(self.proc)
+            self._log.close()
+            raise
 
     @property
     def sample_interval(self) -> float:
