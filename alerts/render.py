@@ -4,15 +4,13 @@ tables of docs/alerts.md, from the recording rules (recording.py) and the alerts
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
 from typing import Any
 
 import yaml
 
 from alerts.alerting import alerts
 from alerts.params import HERE, Params, ParamsError, derive_windows
-from alerts.recording import Recording, recording_rules
+from alerts.recording import recording_rules
 
 DOC = HERE.parent / "docs" / "alerts.md"
 RECORDING_FILE = "pg_aio_recording.yml"
@@ -44,41 +42,13 @@ def dump(doc: Any) -> str:
     return HEADER + yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=100)
 
 
-def reads(expr: str, recordings: Sequence[Recording]) -> list[Recording]:
-    """The recording rules whose series `expr` reads."""
-    return [r for r in recordings if re.search(rf"(?<![\w:]){re.escape(r.name)}(?![\w:])", expr)]
-
-
-def split_recordings(params: Params) -> tuple[list[Recording], list[Recording]]:
-    """The recording rules of pg_aio.recording, and those the alerts read (with all they read
-    in turn), which pg_aio.alerts records itself, ahead of its alerts. Prometheus evaluates the
-    rules of one group in order (3.x's concurrent-rule-eval waits for a rule's dependencies in
-    its group) but orders no two groups: an alert reading a series another group records at
-    the same time saw this evaluation's sample or the last one, as the groups' timing (or
-    promtool's map order) fell, and pended an evaluation later or not at all (issue 48)."""
-    recordings = recording_rules(params)
-    wanted: set[str] = set()
-    pending = [r for alert in alerts(params).values() for r in reads(alert.expr, recordings)]
-    while pending:
-        rule = pending.pop()
-        if rule.name not in wanted:
-            wanted.add(rule.name)
-            pending += reads(rule.expr, recordings)
-    return (
-        [r for r in recordings if r.name not in wanted],
-        [r for r in recordings if r.name in wanted],  # in the order of recording_rules
-    )
-
-
 def recording_file(params: Params) -> str:
-    own, _ = split_recordings(params)
-    rules = [{"record": r.name, "expr": r.expr} for r in own]
+    rules = [{"record": r.name, "expr": r.expr} for r in recording_rules(params)]
     return dump({"groups": [{"name": "pg_aio.recording", "rules": rules}]})
 
 
 def alerts_file(params: Params) -> str:
-    _, read_by_alerts = split_recordings(params)
-    rules: list[dict[str, Any]] = [{"record": r.name, "expr": r.expr} for r in read_by_alerts]
+    rules = []
     for name, alert in alerts(params).items():
         p = params["alerts"][name]
         rule: dict[str, Any] = {"alert": name, "expr": alert.expr}

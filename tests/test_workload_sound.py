@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -31,7 +32,6 @@ import psycopg
 import pytest
 
 import pgbins
-from harness import terminate_for_stderr
 from pg_aio_exporter.demo.server import LocalServer
 from test_workload_time import measure, start
 
@@ -93,7 +93,8 @@ def under(
     try:
         result = run()
     finally:
-        progress = terminate_for_stderr(bench)
+        bench.send_signal(signal.SIGINT)
+        _, progress = bench.communicate(timeout=30)
     return result, progress
 
 
