@@ -213,6 +213,43 @@ def terminate(proc: subprocess.Popen[bytes], grace: float = 10) -> None:
             proc.wait()
 
 
+def terminate_for_stderr(proc: subprocess.Popen[str], timeout: float = 30) -> str:
+    """SIGTERM, and what `proc` wrote to its stderr pipe (pgbench: its progress lines). Not
+    SIGINT: a shell starts a background job (`nohup make test &`) with SIGINT ignored, and a
+    child inherits that (conftest.py restores it for the suite's children; SIGTERM needs not)."""
+    proc.terminate()
+    _, stderr = proc.communicate(timeout=timeout)
+    return stderr
+
+
+def ignores_sigint(pid: int) -> bool:
+    """Whether process `pid` ignores SIGINT (its SigIgn mask; an ignored disposition survives
+    exec, so a child has it from any ancestor that set it)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    mask = next(line.split()[1] for line in status.splitlines() if line.startswith("SigIgn:"))
+    return bool(int(mask, 16) >> (signal.SIGINT - 1) & 1)
+
+
+CTRL_C = signal.SIGINT  # what a terminal sends its foreground process group on Ctrl-C
+
+
+def interrupt(proc: subprocess.Popen[Any], *, group: bool = False) -> None:
+    """Ctrl-C for `proc`, or for its process group with `group`, as a terminal sends it: the
+    one place the suite sends SIGINT (test_helpers_unit holds every other file to that). A
+    child that ignores it, as one started under `nohup ... &` would without conftest.py's
+    restore, fails here, not as a wait for it timing out far from the cause (issue 48)."""
+    if proc.poll() is not None:
+        return
+    assert not ignores_sigint(proc.pid), (
+        f"{proc.args!r} ignores SIGINT, inherited from a parent started in the background:"
+        " Ctrl-C would not stop it (conftest.py restores SIGINT for the suite's children)"
+    )
+    if group:
+        os.killpg(proc.pid, CTRL_C)
+    else:
+        proc.send_signal(CTRL_C)
+
+
 OBSERVER = "test_observer"
 
 

@@ -19,7 +19,16 @@ from pathlib import Path
 import pytest
 
 from deploy_files import run
-from harness import REPO, Samples, assert_one_line, labels, parse, wait_for
+from harness import (
+    CTRL_C,
+    REPO,
+    Samples,
+    assert_one_line,
+    interrupt,
+    labels,
+    parse,
+    wait_for,
+)
 from pg_aio_exporter.demo import server as demo_server
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir, free_port
 from pgbins import DEBIAN_MAJOR, debian_release
@@ -70,10 +79,10 @@ def test_demo_serves_growing_bulkread_reads_and_cleans_up(tmp_path: Path) -> Non
 
 @contextlib.contextmanager
 def make_demo(
-    tmp_path: Path, *args: str, stop: signal.Signals = signal.SIGINT, until: str = "/metrics"
+    tmp_path: Path, *args: str, kill: signal.Signals | None = None, until: str = "/metrics"
 ) -> Iterator[str]:
     """`make demo DEMO_ARGS=...` until `until` is in its log (by default its URL is printed);
-    yields the URL, then sends `stop` to its process group (Ctrl-C by default) and checks that
+    yields the URL, then stops its process group, with Ctrl-C or else `kill`, and checks that
     the demo cleaned up after itself."""
     port = free_port()
     log_path = tmp_path / "demo.log"
@@ -96,12 +105,14 @@ def make_demo(
         url = f"http://127.0.0.1:{port}/metrics"
         yield url
     finally:
-        os.killpg(proc.pid, stop)
+        if kill is None:
+            interrupt(proc, group=True)
+        else:
+            os.killpg(proc.pid, kill)
         proc.wait(60)
-    # make itself ends by the signal, as under a terminal's Ctrl-C (or ignores it, as a
-    # background job does SIGINT); the demo must still have cleaned up after itself, without a
-    # traceback.
-    assert proc.returncode in (0, -stop)
+    # make itself ends by the signal, as under a terminal's Ctrl-C; the demo must still have
+    # cleaned up after itself, without a traceback.
+    assert proc.returncode in (0, -(kill or CTRL_C))
     text = log_path.read_text()
     assert "demo stopped, temp dir removed" in text, text
     assert "Traceback" not in text
@@ -113,7 +124,7 @@ def make_demo(
 def test_demo_cleans_up_when_killed_while_it_sets_up(tmp_path: Path) -> None:
     """`kill` (SIGTERM to its process group, as a shell's `kill %1` sends) while the demo
     creates its table: it stops its server and removes its temp dir, as on Ctrl-C."""
-    with make_demo(tmp_path, "--table-mb 400", stop=signal.SIGTERM, until="creating table"):
+    with make_demo(tmp_path, "--table-mb 400", kill=signal.SIGTERM, until="creating table"):
         assert "/metrics" not in (tmp_path / "demo.log").read_text(), "stopped too late"
 
 

@@ -33,6 +33,7 @@ import psycopg
 import pytest
 
 import pgbins
+from harness import terminate_for_stderr
 from pg_aio_exporter import thresholds
 from pg_aio_exporter.demo import iouring
 from pg_aio_exporter.demo.server import LocalServer
@@ -178,10 +179,8 @@ def measure_script(
             check=False,
         )
     finally:
-        # SIGTERM: a background job (`nohup make test &`) starts with SIGINT ignored, and
-        # pgbench inherits that (tests/test_demo.py runs this under such a parent).
-        bench.terminate()
-        _, progress = bench.communicate(timeout=30)
+        # tests/test_demo.py runs this under a parent that ignores SIGINT, as `nohup ... &`.
+        progress = terminate_for_stderr(bench)
     assert result.returncode == 0, result.stderr
     summary = reload.load_baseline(str(saved))
     latency, lag = latency_over(progress, summary.started_at, summary.ended_at)
