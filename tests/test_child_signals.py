@@ -48,7 +48,12 @@ def sigint_uses(source: str, *, any_mention: bool) -> list[int]:
     }
     lines = []
     for node in ast.walk(tree):
-        if any_mention and _name(node) == "SIGINT" and id(node) not in dispositions:
+        if (
+            any_mention
+            and isinstance(node, (ast.Name, ast.Attribute))
+            and _name(node) == "SIGINT"
+            and id(node) not in dispositions
+        ):
             lines.append(node.lineno)
         elif isinstance(node, ast.Call) and _name(node.func) in SENDERS:
             args = [*node.args, *(k.value for k in node.keywords)]
