@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shlex
 import signal
 import ssl
 import subprocess
@@ -248,6 +249,30 @@ def interrupt(proc: subprocess.Popen[Any], *, group: bool = False) -> None:
         os.killpg(proc.pid, CTRL_C)
     else:
         proc.send_signal(CTRL_C)
+
+
+# A shell starts a background job (`nohup make test > log 2>&1 &`, cron, CI scripts) with these
+# ignored, and every child inherits that unless it sets its own handler.
+BACKGROUND_IGNORED = ("INT", "QUIT", "HUP")
+
+
+def passes_in_background(nodes: Sequence[str], timeout: float) -> None:
+    """The tests `nodes` pass when run by a pytest started as a background job is (its parent
+    ignoring BACKGROUND_IGNORED, `trap ''`). `timeout` below pytest-timeout's 600 s, so that a
+    failure is the caller's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    run = shlex.join([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *nodes])
+    result = subprocess.run(
+        ["sh", "-c", f"trap '' {' '.join(BACKGROUND_IGNORED)}; exec {run}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert f"{len(nodes)} passed" in result.stdout, result.stdout[-4000:]
 
 
 OBSERVER = "test_observer"

@@ -27,6 +27,7 @@ from harness import (
     interrupt,
     labels,
     parse,
+    passes_in_background,
     wait_for,
 )
 from pg_aio_exporter.demo import server as demo_server
@@ -128,9 +129,6 @@ def test_demo_cleans_up_when_killed_while_it_sets_up(tmp_path: Path) -> None:
         assert "/metrics" not in (tmp_path / "demo.log").read_text(), "stopped too late"
 
 
-# A shell starts a background job (`nohup make test > log 2>&1 &`, cron, CI scripts) with these
-# ignored, and every child inherits that unless it sets its own handler.
-IGNORED = ("INT", "QUIT", "HUP")
 UNDER_IGNORED = (
     "tests/test_workload_time.py::test_pgbench_stops_when_the_report_is_done",
     "tests/test_demo.py::test_demo_cleans_up_when_killed_while_it_sets_up",
@@ -141,21 +139,7 @@ def test_suite_and_demo_stop_their_children_under_a_parent_ignoring_signals() ->
     """A part of the suite that stops pgbench, and `make demo` stopped by `kill`, run by a
     pytest whose parent ignores SIGINT, SIGQUIT and SIGHUP (`trap ''`, as a shell does for
     `nohup ... &`): they pass as in a terminal."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    pytest_run = shlex.join(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *UNDER_IGNORED]
-    )
-    result = subprocess.run(
-        ["sh", "-c", f"trap '' {' '.join(IGNORED)}; exec {pytest_run}"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=500,  # under pytest-timeout's 600 s, so that the failure is this one's
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert f"{len(UNDER_IGNORED)} passed" in result.stdout, result.stdout[-4000:]
+    passes_in_background(UNDER_IGNORED, timeout=500)
 
 
 def scrape(url: str) -> Samples:
