@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
