@@ -380,7 +380,9 @@ def test_slow_reads_are_a_workload_regression(
 
 def test_a_faster_workload_is_never_a_regression(runs: dict[tuple[str, str], Run]) -> None:
     """Every ordered pair of runs of one workload (slowed reads aside) in which pgbench found one
-    faster by more than 1.15x: no workload_regression, no warning on read wait."""
+    faster by more than 1.15x: no workload_regression, and no warning on read wait unless the
+    report could not tell the workloads apart and says so (issue 49: a read-wait regression is
+    demoted only where "not slower" is shown beyond the margin)."""
     checked = 0
     for (name, workload), run in runs.items():
         for (other, other_workload), base in runs.items():
@@ -389,9 +391,13 @@ def test_a_faster_workload_is_never_a_regression(runs: dict[tuple[str, str], Run
             if run.latency / base.latency >= 1 / MOVED:
                 continue
             report = judge(run.summary, LIMITS, base.summary)
-            found = {f.id: f.severity for f in report.findings}
+            found = {f.id: f for f in report.findings}
             assert "workload_regression" not in found, (name, other, workload)
-            assert found.get("read_latency_regression") in (None, "info"), (name, other)
+            wait = found.get("read_latency_regression")
+            if wait is not None and wait.severity != "info":
+                compared = report.workload
+                assert compared is not None and compared.claim is None, (name, other)
+                assert "undecided" in wait.summary, (name, other)
             checked += 1
     assert checked, "pgbench found no run faster than another"
 
