@@ -430,13 +430,15 @@ def target_stale(params: Params, p: Params) -> Alert:
     # with time(): the same answer while scrapes go on, and no alert for a series younger
     # than the window (a new exporter).
     last = series(params, "pg_aio_exporter_last_poll_success_timestamp_seconds")
+    unchanged = f"no fully successful poll in {p['window']}"
     return Alert(
         expr=f"{last} == {last} offset {p['window']}",
         summary="pg_aio_exporter has no current poll of {{ $labels.target }}.",
-        description="No poll of {{ $labels.target }} in which every collector succeeded in "
-        f"the last {p['window']}, whatever pg_up says: its series are frozen or gone (a "
-        "wedged exporter: see its /healthz) or its polls keep failing.",
-        condition=f"no fully successful poll in {p['window']}",
+        description="{{ $labels.target }}: "
+        + unchanged
+        + ", whatever pg_up says: its series are frozen or gone (a wedged exporter: see its"
+        " /healthz) or its polls keep failing.",
+        condition=unchanged,
     )
 
 
