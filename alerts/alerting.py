@@ -423,6 +423,25 @@ def target_down(params: Params, p: Params) -> Alert:
     )
 
 
+def target_stale(params: Params, p: Params) -> Alert:
+    # The timestamp is the exporter's own series, kept when a target's series age out: it
+    # stays to be read when pg_up went absent (a hung worker) or froze at 1 (a dead render
+    # task), where PgAioTargetDown cannot fire. Compared with itself `window` ago rather than
+    # with time(): the same answer while scrapes go on, and no alert for a series younger
+    # than the window (a new exporter).
+    last = series(params, "pg_aio_exporter_last_poll_success_timestamp_seconds")
+    unchanged = f"no fully successful poll in {p['window']}"
+    return Alert(
+        expr=f"{last} == {last} offset {p['window']}",
+        summary="pg_aio_exporter has no current poll of {{ $labels.target }}.",
+        description="{{ $labels.target }}: "
+        + unchanged
+        + ", whatever pg_up says: its series are frozen or gone (a wedged exporter: see its"
+        " /healthz) or its polls keep failing.",
+        condition=unchanged,
+    )
+
+
 def exporter_down(params: Params, p: Params) -> Alert:
     return Alert(
         expr=f"up{{{params['exporter_up_selector']}}} == 0",
@@ -477,6 +496,7 @@ ALERTS: dict[str, Callable[[Params, Params], Alert]] = {
     "PgAioPendingRestart": pending_restart,
     "PgAioStatsReset": stats_reset,
     "PgAioTargetDown": target_down,
+    "PgAioTargetStale": target_stale,
     "PgAioExporterDown": exporter_down,
     "PgAioPollsFailing": polls_failing,
     "PgAioSamplerOverrunning": sampler_overrunning,

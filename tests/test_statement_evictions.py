@@ -2,12 +2,16 @@
 pg_stat_statements.max, and their counts leave the extension's sums: on a real PostgreSQL 18
 with pg_stat_statements.max = 100 and 500 distinct statements, the extension's own sums go
 back, the exported totals never do, and the evictions are exported as counted by the
-extension (pg_stat_statements_info.dealloc)."""
+extension (pg_stat_statements_info.dealloc). And the exported totals are counters across
+exporter restarts: each new exporter starts them at 0, so a restart reads as a reset and not
+as the statements' whole history done at once."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import psycopg
 import pytest
@@ -63,16 +67,16 @@ def sums(conn: psycopg.Connection[tuple[float, float, float]]) -> tuple[float, f
     return row
 
 
-def test_evictions_never_take_the_totals_back(server: LocalServer) -> None:
-    polls: list[Samples] = []
-    raw: list[tuple[float, float, float]] = []
+class Watch:
+    """An exporter's worker for the server with only the pg_stat_statements collector, polled
+    when the test says (no schedule): a new Watch is a restarted exporter."""
 
-    async def run() -> None:
+    def __init__(self, server: LocalServer) -> None:
         selfmetrics = SelfMetrics()
-        exposition = Exposition(selfmetrics)
-        worker = TargetWorker(
+        self.exposition = Exposition(selfmetrics)
+        self.worker = TargetWorker(
             target_from_dsn(server.dsn(), name="default"),
-            exposition,
+            self.exposition,
             selfmetrics,
             poll_interval=30,
             sample_interval=0,
@@ -80,12 +84,26 @@ def test_evictions_never_take_the_totals_back(server: LocalServer) -> None:
             collectors={"pg_stat_statements"},
         )
 
+    async def poll(self) -> Samples:
+        assert await self.worker.poll()
+        self.exposition.render()
+        chunks: list[bytes] = []
+        self.exposition.body.write(chunks.append)
+        return parse(b"".join(chunks).decode())
+
+    async def stop(self) -> None:
+        await self.worker._disconnect()
+
+
+def test_evictions_never_take_the_totals_back(server: LocalServer) -> None:
+    polls: list[Samples] = []
+    raw: list[tuple[float, float, float]] = []
+
+    async def run() -> None:
+        watch = Watch(server)
+
         async def poll() -> None:
-            assert await worker.poll()
-            exposition.render()
-            chunks: list[bytes] = []
-            exposition.body.write(chunks.append)
-            polls.append(parse(b"".join(chunks).decode()))
+            polls.append(await watch.poll())
             raw.append(sums(observer))
 
         batches = [[heavy(k) for k in range(HEAVY)]] + [
@@ -102,7 +120,7 @@ def test_evictions_never_take_the_totals_back(server: LocalServer) -> None:
                         client.execute(sql)
                     await poll()
             finally:
-                await worker._disconnect()
+                await watch.stop()
 
     asyncio.run(run())
 
@@ -120,7 +138,7 @@ def test_evictions_never_take_the_totals_back(server: LocalServer) -> None:
         series = exported(name)
         assert series == sorted(series), f"{name} went back: {series}"
     rows = exported("rows")
-    assert rows[-1] >= HEAVY * ROWS + LIGHT, "every batch was polled before it was evicted"
+    assert rows[-1] - rows[0] >= HEAVY * ROWS + LIGHT, "every batch was polled before eviction"
     calls = exported("calls")
     assert calls[-1] - calls[0] >= HEAVY + LIGHT
     # The evictions, as the extension counted them by the time of each poll.
@@ -129,3 +147,76 @@ def test_evictions_never_take_the_totals_back(server: LocalServer) -> None:
     for (*_, after), counted in zip(raw, dealloc, strict=True):
         assert counted <= after
     assert polls[-1]["pg_aio_statements_entries"][DEFAULT] <= MAX
+
+
+ONE = "SELECT count(*) FROM generate_series(1, 10)"  # the statement called thousands of times
+HISTORY = 3000  # its calls before any exporter watched
+ROUNDS = 3  # per exporter run: CALLS of ONE and BATCH new distinct statements, then a poll
+CALLS = 1000
+
+
+def increase(values: Sequence[float]) -> float:
+    """What Prometheus' increase() counts over these samples, without its extrapolation: a
+    value below the one before is a counter reset, the new value counted whole."""
+    return sum(b - a if b >= a else b for a, b in itertools.pairwise(values))
+
+
+def test_exporter_restarts_read_as_resets_from_zero(server: LocalServer) -> None:
+    """Thousands of calls of one statement, then hundreds of distinct statements (evictions)
+    while three exporters run one after the other: each starts its totals at about 0, and
+    the increase of calls over any window of polls, restarts included, is at most 10% above
+    the calls this test made in it (the exporter's own few statements are counted too)."""
+    exported: list[float] = []  # calls_total at each poll of every run, in order
+    made: list[int] = []  # the test's calls by the time of each poll
+    firsts: list[int] = []  # the index of each run's first poll
+    calls = 0
+    distinct = 0
+
+    def call(sql: str, client: psycopg.Connection[Any]) -> None:
+        nonlocal calls
+        client.execute(sql)
+        calls += 1
+
+    async def run() -> None:
+        nonlocal distinct
+        with psycopg.connect(server.dsn(), autocommit=True) as client:
+            for _ in range(HISTORY):
+                call(ONE, client)
+            for _ in range(2 * MAX):
+                call(light(LIGHT + distinct), client)  # beyond the other test's statements
+                distinct += 1
+            for _ in range(3):
+                watch = Watch(server)
+                firsts.append(len(exported))
+                try:
+                    for round in range(ROUNDS + 1):
+                        if round:
+                            for _ in range(CALLS):
+                                call(ONE, client)
+                            for _ in range(BATCH):
+                                call(light(LIGHT + distinct), client)
+                                distinct += 1
+                        samples = await watch.poll()
+                        exported.append(samples["pg_aio_statements_calls_total"][DEFAULT])
+                        made.append(calls)
+                finally:
+                    await watch.stop()
+
+    asyncio.run(run())
+
+    firsts_exported = [exported[i] for i in firsts]
+    assert all(value < 10 for value in firsts_exported), (
+        f"each run starts at about 0: {firsts_exported} after {HISTORY} calls of history"
+    )
+    for start in range(len(exported)):
+        for end in range(start + 1, len(exported)):
+            grew = increase(exported[start : end + 1])
+            done = made[end] - made[start]
+            assert grew <= 1.1 * done, (
+                f"polls {start}..{end}: increase {grew} for {done} calls made: {exported}"
+            )
+    # And they count: every call of ONE made while an exporter watched is in them (ONE, the
+    # most used, is never evicted).
+    for first in firsts:
+        last = first + ROUNDS
+        assert increase(exported[first : last + 1]) >= ROUNDS * CALLS, exported

@@ -7,8 +7,10 @@ pg_up 1."""
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -23,8 +25,9 @@ from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.config.targets import target_from_dsn
 from pg_aio_exporter.config.webconfig import WebConfig
 from pg_aio_exporter.demo.server import LocalServer, free_port
+from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.metricset import MetricSet
-from pg_aio_exporter.poll.worker import TargetWorker, stale_after
+from pg_aio_exporter.poll.worker import FIRST_RETRY, TargetWorker, stale_after
 from pg_aio_exporter.versions import PG10
 
 POLL = 1.0
@@ -138,10 +141,14 @@ class WindowBreaks(DummySampled):
 Scrape = Callable[[], Awaitable[Samples]]
 
 
-def run(server: LocalServer, case: Callable[[Scrape], Awaitable[None]]) -> None:
+def run(
+    server: LocalServer, case: Callable[[Scrape], Awaitable[None]], port_to: list[int] | None = None
+) -> None:
     """The exporter on a free port for `server` (target `default`, 1 s polls, 0.25 s samples),
-    while `case` runs with a function that scrapes it."""
+    while `case` runs with a function that scrapes it (and the port, put in `port_to`)."""
     port = free_port()
+    if port_to is not None:
+        port_to.append(port)
     options = Options(("127.0.0.1", port), "/metrics", POLL, SAMPLE, TIMEOUT, WebConfig())
     target = target_from_dsn(server.dsn(), name="default")
 
@@ -303,3 +310,77 @@ def test_a_hung_task_goes_absent(pg18: LocalServer, monkeypatch: pytest.MonkeyPa
         assert gone[ERRORS], "the exporter's own series stay"
 
     run(pg18, case)
+
+
+def health(port: int) -> tuple[int, str]:
+    """/healthz's status and text."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def breaks_render(monkeypatch: pytest.MonkeyPatch, first: int, last: float) -> list[float]:
+    """Exposition.render raises on its `first`th to `last`th calls; returns the wall times it
+    raised at."""
+    real = Exposition.render
+    calls = 0
+    raised: list[float] = []
+
+    def render(self: Exposition) -> None:
+        nonlocal calls
+        calls += 1
+        if first <= calls <= last:
+            raised.append(time.time())
+            raise RuntimeError("a bug in render")
+        real(self)
+
+    monkeypatch.setattr(Exposition, "render", render)
+    return raised
+
+
+def test_a_render_that_raises_once_recovers_within_a_poll(
+    pg18: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raised = breaks_render(monkeypatch, 20, 20)
+
+    async def case(scrape: Scrape) -> None:
+        watch = CpuWatch(lambda: [os.getpid()])
+        await until(scrape, lambda s: bool(raised), "the render to raise")
+        back = await until(
+            scrape, lambda s: s[LAST_POLL][DEFAULT] > raised[0], "a poll after the raise"
+        )
+        # The restart waits FIRST_RETRY (a poll interval here), and a poll lands within one.
+        assert_within("poll age", time.time() - raised[0], POLL + FIRST_RETRY, watch.starved())
+        assert internal(back, "render") == 1
+        assert internal(back, "worker") == 0
+        seen = await never_frozen(scrape, 3 * POLL)
+        assert internal(seen[-1], "render") == 1, "one restart for one raise"
+
+    run(pg18, case)
+
+
+def test_a_render_that_always_raises_fails_the_health_answer(
+    pg18: LocalServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raised = breaks_render(monkeypatch, 20, math.inf)
+    ports: list[int] = []
+
+    async def case(scrape: Scrape) -> None:
+        watch = CpuWatch(lambda: [os.getpid()])
+        (port,) = ports
+        assert await asyncio.to_thread(health, port) == (200, "ok\n")
+        await until(scrape, lambda s: bool(raised), "the render to raise")
+        frozen = await scrape()
+        limit = stale_after(POLL, TIMEOUT)
+        while (answer := await asyncio.to_thread(health, port))[0] == 200:
+            assert_within("poll age", time.time() - raised[0], limit, watch.starved())
+            await asyncio.sleep(0.2)
+        took = time.time() - raised[0]
+        assert took > limit - POLL, "not before the body is older than stale_after"
+        assert answer[0] == 503 and answer[1].startswith("stale: /metrics last rendered"), answer
+        assert await scrape() == frozen, "nothing renders: the body is the last one"
+        assert len(raised) > 2, "the render task was restarted, again and again"
+
+    run(pg18, case, ports)

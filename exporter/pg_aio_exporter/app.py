@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import socket
 import time
-from collections.abc import Callable, Sequence
+import traceback
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
+from typing import Any
 
 from pg_aio_exporter import __version__
 from pg_aio_exporter.collectors import registry
@@ -21,8 +24,8 @@ from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.config.webconfig import WebConfig
 from pg_aio_exporter.expose.exposition import Exposition
-from pg_aio_exporter.expose.selfmetrics import SelfMetrics
-from pg_aio_exporter.poll.errors import WORKER
+from pg_aio_exporter.expose.selfmetrics import INTERNAL, SelfMetrics
+from pg_aio_exporter.poll.errors import RENDER, WORKER
 from pg_aio_exporter.poll.worker import FIRST_RETRY, TargetWorker, stale_after
 from pg_aio_exporter.web.server import serve, serve_health
 
@@ -53,36 +56,56 @@ def _listen(
         raise ConfigError(f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}") from None
 
 
-async def supervise(worker: TargetWorker, poll_interval: float) -> None:
-    """Run the target's worker in a task of its own (named after the target) and start it
-    again whenever it ends but for our own cancellation: whatever ended it (a bug outside the
-    worker's guards, a cancel from elsewhere) is logged and counted as kind `internal` under
-    collector `worker`, and the restart waits FIRST_RETRY doubling up to the poll interval
-    (back to FIRST_RETRY after a run that lasted a poll interval). Meanwhile its series age
-    out of /metrics (stale_after) instead of staying frozen."""
+async def supervise(
+    name: str,
+    run: Callable[[], Coroutine[Any, Any, None]],
+    ended: Callable[[Exception], None],
+    poll_interval: float,
+) -> None:
+    """Run `run()` in a task of its own (`name`: a target's, or `render`) and start it again
+    whenever it ends but for our own cancellation: whatever ended it (a bug outside its
+    guards, a cancel from elsewhere) goes to `ended` (which logs and counts it as kind
+    `internal`), and the restart waits FIRST_RETRY doubling up to the poll interval (back to
+    FIRST_RETRY after a run that lasted a poll interval). Meanwhile a target's series age out
+    of /metrics (stale_after) instead of staying frozen, and /healthz says when the whole
+    exposition is."""
     backoff = 0.0
     while True:
         started = time.monotonic()
-        task = asyncio.create_task(worker.run(), name=worker.target.name)
+        task = asyncio.create_task(run(), name=name)
         try:
             await task  # cancelling us cancels it
-            ended: Exception = RuntimeError("the worker returned")
+            end: Exception = RuntimeError("the task returned")
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 raise  # our own shutdown
-            ended = RuntimeError("the worker's task was cancelled from outside")
+            end = RuntimeError("the task was cancelled from outside")
         except Exception as exc:
-            ended = exc
+            end = exc
         if time.monotonic() - started >= poll_interval:
             backoff = 0.0
         backoff = min(max(2 * backoff, FIRST_RETRY), poll_interval)
-        worker.internal_error(WORKER, ended, "run")
-        log.warning(
-            "worker restarting",
-            extra={"target": worker.target.name, "restart_in": round(backoff, 3)},
-        )
+        ended(end)
+        log.warning("task restarting", extra={"task": name, "restart_in": round(backoff, 3)})
         await asyncio.sleep(backoff)
+
+
+def _render_ended(
+    selfmetrics: SelfMetrics, targets: Sequence[Target]
+) -> Callable[[Exception], None]:
+    """What a render task that ended is: a bug, logged with its traceback and counted for every
+    target (each one's series froze) under collector `render`."""
+
+    def ended(exc: Exception) -> None:
+        log.error(
+            "internal error",
+            extra={"task": RENDER, "err": "".join(traceback.format_exception(exc))},
+        )
+        for t in targets:
+            selfmetrics.poll_errors.labels(t.name, RENDER, INTERNAL).inc()
+
+    return ended
 
 
 async def run_exporter(
@@ -96,6 +119,7 @@ async def run_exporter(
         selfmetrics.declare_storage(
             t.name, storage.storage_class, storage.iops, storage.bytes_per_second
         )
+        selfmetrics.poll_errors.labels(t.name, RENDER, INTERNAL)  # at 0 until a render fails
     exposition = Exposition(
         selfmetrics, max_age=stale_after(options.poll_interval, options.timeout)
     )
@@ -108,7 +132,9 @@ async def run_exporter(
     ]
     health = {}
     if options.health_listen is not None:
-        servers.append(_listen(options.health_listen, serve_health))
+        servers.append(
+            _listen(options.health_listen, lambda address: serve_health(address, exposition))
+        )
         health_host, health_port = options.health_listen
         health = {"health_address": f"{health_host or '*'}:{health_port}"}
     for warning in options.web.warnings:
@@ -141,10 +167,21 @@ async def run_exporter(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     tasks = [
-        asyncio.create_task(supervise(w, options.poll_interval), name=f"supervise {w.target.name}")
+        asyncio.create_task(
+            supervise(
+                w.target.name,
+                w.run,
+                functools.partial(w.internal_error, WORKER, step="run"),
+                options.poll_interval,
+            ),
+            name=f"supervise {w.target.name}",
+        )
         for w in workers
     ]
-    tasks.append(asyncio.create_task(exposition.run(), name="render"))
+    render = supervise(
+        RENDER, exposition.run, _render_ended(selfmetrics, targets), options.poll_interval
+    )
+    tasks.append(asyncio.create_task(render, name=f"supervise {RENDER}"))
     try:
         await stop.wait()
     finally:

@@ -11,10 +11,15 @@ shared block reads: `blk_read_time` before 17, `shared_blk_read_time` from 17.
 The table's sums are not monotonic: a statement evicted from the extension's table (more
 distinct statements than pg_stat_statements.max) takes its counts with it, and
 pg_stat_statements_reset() takes them all, which rate() would read as a counter reset (and a
-mean statement time over it as a spike). So the exported totals are the exporter's own: each
-poll adds what each statement counted since the poll before (all its counts when it is new,
-or when its counts went back: reset), and they never fall. What a statement counted between
-its last poll and its eviction is all they miss. The evictions are exported too, from
+mean statement time over it as a spike). So the exported totals are the exporter's own, and
+start at 0: the first poll only records each statement's counts, and each later poll adds what
+each statement counted since the poll before (all its counts when it is new, or when its
+counts went back: reset), so they never fall. A new exporter process starts at 0 again, which
+rate() reads as the reset it is; were the first poll to add the statements' cumulative counts,
+every restart would read as weeks of history done in one scrape interval. A new server behind
+the target (another system identifier, or a postmaster restart) is a first poll too: its
+statements' counts are not the ones recorded. What a statement counted between its last poll
+and its eviction is all they miss. The evictions are exported too, from
 pg_stat_statements_info.dealloc (14+). The price: the last poll's counts of every statement,
 about 200 bytes each (pg_stat_statements.max, default 5000, bounds them).
 """
@@ -136,8 +141,9 @@ def _columns(version_num: int) -> str:
 class StatementRow:
     """A row of either query of the collector (_columns() and the fields after them). Its
     fields with defaults are those only one of the two selects: the exporter's totals carry
-    `dealloc`, the report's rows the text and the names. `statements`: how many statements
-    the row stands for (tests/fixtures' recorded totals are sums, with their count)."""
+    `dealloc` and the server's identity, the report's rows the text and the names.
+    `statements`: how many statements the row stands for (tests/fixtures' recorded totals are
+    sums, with their count)."""
 
     calls: float | None
     exec_time: float | None
@@ -150,6 +156,8 @@ class StatementRow:
     dbid: int | None = None
     queryid: int | None = None
     dealloc: float | None = None
+    system_id: str | None = None
+    start_time: float | None = None
     query: str | None = None
     datname: str | None = None
     rolname: str | None = None
@@ -197,6 +205,9 @@ COUNTERS = (
 )
 # A statement's identity in pg_stat_statements (top-level entries only): user, database, queryid.
 _Key = tuple[int | None, int | None, int | None]
+# The server's: system identifier and postmaster start (the statements' counts of another
+# server, or of another run of this one, do not subtract from the recorded ones).
+_Server = tuple[str | None, float | None]
 
 
 def _key(row: StatementRow) -> _Key:
@@ -215,6 +226,7 @@ class PgStatStatementsCollector:
     def __init__(self, per_statement: bool = False) -> None:
         self.per_statement = per_statement
         self._last: dict[_Key, StatementCounters] = {}  # each statement's counts, last poll
+        self._server: _Server | None = None  # whose counts _last holds; None: no poll yet
         self._totals = NO_STATEMENTS  # what is exported: they only grow
 
     def query(self, version_num: int) -> str | None:
@@ -229,8 +241,13 @@ class PgStatStatementsCollector:
                 if version_num >= PG14
                 else "NULL::float8"
             )
+            # pg_control_system() is executable by every role (PostgreSQL grants it to public).
+            server = (
+                "(SELECT system_identifier FROM pg_control_system())::text AS system_id,"
+                " extract(epoch FROM pg_postmaster_start_time())::float8 AS start_time"
+            )
             return (
-                f"SELECT {key}, {_columns(version_num)}, {dealloc} AS dealloc"
+                f"SELECT {key}, {_columns(version_num)}, {dealloc} AS dealloc, {server}"
                 f" FROM pg_stat_statements(false) s{top}"
             )
         where = " AND s.toplevel" if version_num >= PG14 else ""
@@ -251,14 +268,19 @@ class PgStatStatementsCollector:
         return Statements(statements(rows), hidden(rows))
 
     def collect(self, rows: list[StatementRow], out: MetricSet) -> None:
+        # An empty table says nothing about the server: what was recorded stays.
+        server = (rows[0].system_id, rows[0].start_time) if rows else self._server
+        first = server is None or server != self._server
         now: dict[_Key, StatementCounters] = {}
         grown = NO_STATEMENTS
         for row in rows:
             key, counted = _key(row), counters(row)
+            now[key] = counted
+            if first:
+                continue  # recorded, not added: counted before we watched, or elsewhere
             before = self._last.get(key)
             since = counted if before is None else counted - before
             grown += counted if since.went_back else since
-            now[key] = counted
         totals = self._totals + grown
         for counter in COUNTERS:
             counter.publish(getattr(totals, counter.column), out)
@@ -276,7 +298,7 @@ class PgStatStatementsCollector:
                 dealloc,
             )
         # Kept only once all is collected: a collect that raised half-way changes nothing.
-        self._last, self._totals = now, totals
+        self._last, self._totals, self._server = now, totals, server
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,15 @@ class Exposition:
         self._published: dict[tuple[str, str], float] = {}
         self._changed = asyncio.Event()
         self.body = Body([])
+        self._rendered = self._clock()
         self.render()
+
+    def stale_for(self) -> float | None:
+        """How long ago the body was last rendered, when that is longer than max_age (the
+        render task re-renders at least every max_age / AGE_CHECKS: it is dead or stuck,
+        and /metrics frozen); None while the body is current."""
+        age = self._clock() - self._rendered
+        return age if age > self._max_age else None
 
     def publish(self, target: str, part: str, families: list[Family]) -> None:
         """Replace what one target's poller ("poll") or sampler ("sample") last produced."""
@@ -163,6 +171,7 @@ class Exposition:
             chunks.extend(piece.text for piece in group)
         chunks.extend(self._self.render())
         self.body = Body(chunks)
+        self._rendered = self._clock()
         if self.body.large:
             _release_free_memory()
 

@@ -77,6 +77,7 @@ def error_kind(exc: BaseException) -> str:
 # its code raises ("internal"), a bug ends a round (the worker's "poll" or "sample" step), or
 # the target's task ended and was restarted ("worker", app.py).
 WORKER = "worker"  # the collector label of a target's task that ended and was restarted
+RENDER = "render"  # the collector label of the /metrics render task that ended (app.py)
 CONNECTION_KINDS = ("connection", "auth", "timeout", "unsupported")
 STATEMENT_KINDS = ("timeout", "privilege", "query")
 

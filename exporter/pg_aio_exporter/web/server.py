@@ -132,7 +132,7 @@ class _Handler(BaseHTTPRequestHandler):
         limit = self.server.web.rate_limit
         if limit is not None and not limit.allow():
             self._send(429, "text/plain; charset=utf-8", b"too many requests\n")
-        # /healthz stays open for liveness probes; it says nothing but "ok".
+        # /healthz stays open for liveness probes; it says "ok" or since when /metrics froze.
         elif (
             auth is not None
             and path != "/healthz"
@@ -156,9 +156,19 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/":
             self._send(200, "text/html; charset=utf-8", self.server.landing)
         elif path == "/healthz":
-            self._send(200, "text/plain; charset=utf-8", b"ok\n")
+            self._health()
         else:
             self._send(404, "text/plain; charset=utf-8", b"not found\n")
+
+    def _health(self) -> None:
+        """200 "ok" while /metrics is current; 503 once the render task stopped renewing it
+        (stale_after: a few poll intervals), so that a liveness probe restarts the process."""
+        stale = self.server.exposition.stale_for()
+        if stale is None:
+            self._send(200, "text/plain; charset=utf-8", b"ok\n")
+        else:
+            message = f"stale: /metrics last rendered {stale:.0f}s ago\n"
+            self._send(503, "text/plain; charset=utf-8", message.encode())
 
     def _send(
         self,
@@ -202,7 +212,7 @@ class _HealthHandler(_Handler):
 
     def do_GET(self) -> None:
         if urlsplit(self.path).path == "/healthz":
-            self._send(200, "text/plain; charset=utf-8", b"ok\n")
+            self._health()
         else:
             self._send(404, "text/plain; charset=utf-8", b"not found\n")
 
@@ -235,9 +245,10 @@ def serve(
     return server
 
 
-def serve_health(address: tuple[str, int]) -> ThreadingHTTPServer:
+def serve_health(address: tuple[str, int], exposition: Exposition) -> ThreadingHTTPServer:
     """The plain /healthz listener, in a background thread; OSError when the port is taken."""
     server = _start(address, _HealthHandler)
+    server.exposition = exposition  # whose age /healthz answers
     server.web = WebConfig()  # plain, open, no extra headers: for probes
     threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
     return server
