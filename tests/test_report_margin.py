@@ -24,6 +24,7 @@ from pg_aio_exporter.report.margin import (
     Ratio,
     batch_means,
     batch_rse,
+    sampling_rse,
 )
 from pg_aio_exporter.report.outcome import judge
 from pg_aio_exporter.report.workload import (
@@ -88,6 +89,32 @@ def test_batch_means_hold_the_drift_of_the_load() -> None:
     assert batch_means([1.0, 2.0]) is None  # too few to tell a spread
 
 
+def test_t_is_for_the_number_of_sub_windows() -> None:
+    """Five sub-windows (30 samples of `--duration 1m --sample-interval 2s`, 6 each: 25 to
+    29 samples make five) leave 4 degrees of freedom: Student's t for 90% is 2.132 (the
+    tables), not the 1.833 of 9. Means 1.0, 1.2, 0.8, 1.1, 0.9: variance 0.1 / 4, so the
+    mean's relative error is sqrt(0.025 / 5); a million sessions seen make Poisson's 0.001."""
+    means = (1.0, 1.2, 0.8, 1.1, 0.9)
+    assert sampling_rse(1e6, means) == pytest.approx(math.sqrt(0.025 / 5) * 2.132 / Z90)
+    assert batch_means([1.0] * 25) == (1.0,) * 5
+
+
+def test_sub_windows_hold_at_least_five_samples() -> None:
+    """12 samples (`--duration 1m --sample-interval 5s`) cut in 10 would make sub-windows of
+    one or two correlated samples counted as independent: under 20 samples there is no
+    spread, and the Poisson error of the sessions seen bounds the sampling (100 seen: 10%)."""
+    assert batch_means([1.0, 3.0] * 6) is None
+    assert sampling_rse(100, batch_means([1.0, 3.0] * 6)) == pytest.approx(0.1)
+    # 30 samples: 6 sub-windows of 5.
+    assert batch_means([float(i // 5) for i in range(30)]) == (0.0, 1.0, 2.0, 3.0, 4.0, 5.0)
+
+
+def test_the_spread_never_narrows_the_sampling_error_below_poisson() -> None:
+    """Ten steady sub-windows have no spread, yet 100 sessions seen are a count with a 10%
+    error (module docstring: never less than the Poisson error of the sessions seen)."""
+    assert sampling_rse(100, (2.0,) * 10) == pytest.approx(0.1)
+
+
 def statement(calls: float, mean_ms: float, sd_ms: float) -> StatementWindow:
     mean, sd = mean_ms / 1000, sd_ms / 1000
     counters = StatementCounters(
@@ -124,6 +151,28 @@ def within(verdict: str) -> tuple[str, float, float, float | None]:
     assert found, verdict
     head, value, low, high = found.groups()
     return head, float(low), float(high), None if value is None else float(value)
+
+
+def test_the_window_that_would_tell_counts_only_errors_that_shrink() -> None:
+    """1.03x: a million calls of 51.5 ms (sd 1 ms: at the 1% floor, which no window narrows)
+    against 100 of 50 ms (sd 15 ms: 0.3 / sqrt(100) = 3%, which falls with the square root of
+    the window). Sized for 5%: a claim needs 2 x Z90 x sd <= ln 1.05, sd^2 = 0.01^2 + 0.03^2 /
+    k, so k = 0.03^2 / ((ln 1.05 / (2 Z90))^2 - 0.01^2) = 7.5 times the 60 s windows; all of
+    the error shrinking (hypot(1%, 3%) / sqrt(k)) would say 4.5."""
+    cmp = compare_workload(work(statement(100, 50, 15)), work(statement(1e6, 51.5, 1)))
+    assert cmp is not None and cmp.time_ratio == pytest.approx(1.03) and not cmp.margin.decided
+    k = 0.03**2 / ((math.log(1.05) / (2 * Z90)) ** 2 - 0.01**2)
+    assert cmp.decisive_seconds == pytest.approx(60 * k, rel=1e-4)
+
+
+def test_no_window_length_decides_estimates_that_disagree() -> None:
+    """Statements 0.90x, the clients' time per transaction 1.00x (a closed loop): the interval
+    holds both, and a longer window narrows each one's error but not their disagreement, so no
+    window length is promised and the verdict says so."""
+    before, after, cmp = statements_090_clients_100((4.0, 4.0))
+    assert cmp.claim is None and cmp.decisive_seconds is None
+    verdict = judge(summary(workload=after), T, summary(workload=before)).verdict.workload
+    assert "Undecided by window length:" in verdict and "windows of about" not in verdict
 
 
 def test_verdict_states_the_interval_and_when_undecided_the_window_that_would_decide() -> None:

@@ -264,7 +264,7 @@ def _against(ctx: Context, cmp: WorkloadComparison) -> str:
             " server's time and their time connected per transaction. The server's own time:"
             f" {units.ratio(own.value)} ({units.interval(*own.interval)})."
         )
-    elif decisive is not None:
+    elif not cmp.margin.decided:
         size = max(abs(cmp.time_ratio - 1), MIN_CHANGE - 1)
         close = ""
         if not cmp.margin.holds_one:
@@ -273,12 +273,20 @@ def _against(ctx: Context, cmp: WorkloadComparison) -> str:
                 f" the interval clears 1 by less than its margin (±{units.percent(margin)}),"
                 " so no direction is claimed;"
             )
-        undecided = (
-            f" Undecided:{close} windows of about {units.duration(decisive)} each (or repeated"
-            f" runs) would tell a change of {units.percent(size)}"
-            + ("" if cmp.basis == STATEMENTS else "; pg_stat_statements narrows it most")
-            + "."
-        )
+        if decisive is None:
+            undecided = (
+                f" Undecided by window length:{close} the interval holds estimates that"
+                " disagree (the statements' time, DB time, the clients' time connected per"
+                " transaction), and a longer window narrows each one's error, not their"
+                " disagreement; repeated runs tell whether it lasts."
+            )
+        else:
+            undecided = (
+                f" Undecided:{close} windows of about {units.duration(decisive)} each (or"
+                f" repeated runs) would tell a change of {units.percent(size)}"
+                + ("" if cmp.basis == STATEMENTS else "; pg_stat_statements narrows it most")
+                + "."
+            )
     return (
         f"{head} the baseline (PostgreSQL {base.server.version}, io_method"
         f" {base.server.io_method_shown}), by {what}: {units.ms(cmp.after)} against"

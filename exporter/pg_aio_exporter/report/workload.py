@@ -23,7 +23,7 @@ from pg_aio_exporter.collectors.pg_stat_statements import (
     StatementCounters,
     StatementKey,
 )
-from pg_aio_exporter.report.margin import Estimate, Ratio, combine, sampling_rse
+from pg_aio_exporter.report.margin import Estimate, Ratio, sampling_rse
 from pg_aio_exporter.vocabulary import BLOCK_BYTES, MIB
 
 STATEMENTS = "statements"
@@ -118,12 +118,9 @@ class Workload:
         if value is None or self.transactions is None:
             return None
         sampling = sampling_rse(self.sampled_sessions, self.session_batches)
-        return Estimate(
-            value,
-            combine(sampling, LAG_SD / self.seconds, OWN_SLACK / self.transactions)
-            if value > 0
-            else float("inf"),
-        )
+        if value == 0:
+            return Estimate(value, float("inf"))
+        return Estimate.of(value, sampling, LAG_SD / self.seconds, OWN_SLACK / self.transactions)
 
     @property
     def connected_time(self) -> Estimate | None:
@@ -135,9 +132,10 @@ class Workload:
         idle connections) it is mostly that wait."""
         if not self.transactions or not self.connected_sessions or self.seconds <= 0:
             return None
-        return Estimate(
+        return Estimate.of(
             self.connected_sessions * self.seconds / self.transactions,
-            combine(LAG_SD / self.seconds, OWN_SLACK / self.transactions),
+            LAG_SD / self.seconds,
+            OWN_SLACK / self.transactions,
         )
 
     @property
@@ -322,7 +320,7 @@ def _mix_estimate(
         if per_call is None:
             per_call = side(p).seconds_per_call ** 2
         variance += weight[id(p)] ** 2 * per_call / counters.calls
-    return Estimate(value, combine(variance**0.5 / value if value > 0 else 0.0))
+    return Estimate.of(value, variance**0.5 / value if value > 0 else 0.0)
 
 
 # Below this share of DB time in either window, execution time leaves out most of the time the
@@ -382,9 +380,10 @@ def _server_time(work: Workload, basis: str) -> Estimate | None:
     total = work.total
     if total is None or not work.transactions or total.exec_seconds <= 0 or work.seconds <= 0:
         return None
-    return Estimate(
+    return Estimate.of(
         total.exec_seconds / work.transactions,
-        combine(LAG_SD / work.seconds, OWN_SLACK / work.transactions),
+        LAG_SD / work.seconds,
+        OWN_SLACK / work.transactions,
     )
 
 
