@@ -240,13 +240,27 @@ def test_compare_names_the_fastest_only_beyond_the_margins(tmp_path: Path) -> No
     undecided = json.loads(sidebyside.render([a, b, tie], T, "json"))
     assert undecided["fastest"] is None
     assert all(
-        r["interval"][0] <= r["time_ratio"] <= r["interval"][1] for r in undecided["reports"]
+        r["interval"][0] <= r["time_ratio"] <= r["interval"][1] for r in undecided["reports"][1:]
     )
     assert "Fastest: undecided" in sidebyside.render([a, b, tie], T, "text")
     # 0.94x, its interval (0.90-0.99x) below 1 by less than its half-width: too close to call.
     close = save(tmp_path, "d.json", 47, 20)
     near = json.loads(sidebyside.render([a, close], T, "json"))
     assert near["fastest"] is None and near["reports"][1]["interval"][1] < 1
+
+
+def test_compare_shows_the_first_report_as_the_reference(tmp_path: Path) -> None:
+    """The first report is what the others are judged against: 1.00x exactly, with no
+    interval against itself (it used to show "1.00x, 0.97-1.03x", its own error twice)."""
+    a, b = save(tmp_path, "a.json", 50, 20), save(tmp_path, "b.json", 40, 10)
+    first, second = json.loads(sidebyside.render([a, b], T, "json"))["reports"]
+    assert first["interval"] is None and first["time_ratio"] == 1.0 and first["reference"]
+    assert not second["reference"] and second["interval"][0] < 0.8 < second["interval"][1]
+    interval_row = next(
+        line for line in sidebyside.render([a, b], T, "text").splitlines() if "90% interval" in line
+    )
+    cells = interval_row.split()[2:]
+    assert cells[0] == "reference" and re.fullmatch(r"[0-9.]+-[0-9.]+x", cells[1]), interval_row
 
 
 def test_db_time_interval_covers_the_true_ratio_nine_times_in_ten() -> None:

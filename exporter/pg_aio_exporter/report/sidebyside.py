@@ -26,6 +26,7 @@ class Column:
     path: str
     summary: Summary
     workload: WorkloadComparison | None  # against the first report; None: not comparable
+    reference: bool = False  # the first report: the others' reference, no interval of its own
 
     @property
     def time_ratio(self) -> float | None:
@@ -39,12 +40,13 @@ class Column:
 
 
 def columns(paths: list[str]) -> list[Column]:
-    """The reports, each judged against the first (the first against itself: 1x)."""
+    """The reports, each judged against the first (the first against itself: 1x, for its own
+    time per call or transaction on the basis the others are judged by)."""
     summaries = [load_baseline(path) for path in paths]
     first = summaries[0]
     return [
-        Column(path, s, compare_workload(first.workload, s.workload))
-        for path, s in zip(paths, summaries, strict=True)
+        Column(path, s, compare_workload(first.workload, s.workload), reference=i == 0)
+        for i, (path, s) in enumerate(zip(paths, summaries, strict=True))
     ]
 
 
@@ -73,7 +75,10 @@ def figures(col: Column, thresholds: Thresholds) -> dict[str, Any]:
         "version": s.server.version,
         "io_method": s.server.io_method,
         "time_ratio": col.time_ratio,
-        "interval": list(cmp.interval) if cmp is not None else None,
+        # The reference has no interval: against itself it is 1x exactly, and an interval
+        # from its own error counted twice would pass for a spread of runs.
+        "interval": list(cmp.interval) if cmp is not None and not col.reference else None,
+        "reference": col.reference,
         "basis": cmp.basis if cmp is not None else None,
         "matched_statements": cmp.matched_statements if cmp is not None else None,
         "workload_seconds": cmp.after if cmp is not None else None,
@@ -90,7 +95,7 @@ def _interval(interval: list[float] | None) -> str:
 
 ROWS: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
     ("workload time (x first)", lambda f: units.ratio(f["time_ratio"])),
-    ("  90% interval", lambda f: _interval(f["interval"])),
+    ("  90% interval", lambda f: "reference" if f["reference"] else _interval(f["interval"])),
     ("  per call / transaction", lambda f: units.ms(f["workload_seconds"])),
     ("  basis", lambda f: f["basis"] or "n/a"),
     ("read-wait share", lambda f: units.percent(f["read_wait_share"])),
