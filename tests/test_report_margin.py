@@ -39,6 +39,10 @@ from test_report_workload import work
 pytestmark = pytest.mark.unit
 
 
+def compared(before: Workload | None, after: Workload | None) -> WorkloadComparison | None:
+    return compare_workload(before, after, T.min_matched_statement_share)
+
+
 def test_a_zero_or_unmeasured_side_is_no_ratio() -> None:
     one = Estimate(1.0, 0.1)
     assert Ratio.of(one, Estimate(0.0, 0.1)) is None  # zero denominator refused
@@ -128,7 +132,7 @@ def test_statement_interval_from_the_per_call_variance() -> None:
     are (20/50)/sqrt(400) = 2% and (10/40)/sqrt(400) = 1.25%."""
     before = work(statement(400, 50, 20))
     after = work(statement(400, 40, 10))
-    cmp = compare_workload(before, after)
+    cmp = compared(before, after)
     assert cmp is not None
     assert cmp.time_ratio == pytest.approx(0.8)
     assert cmp.margin.log_sd == pytest.approx(math.hypot(0.02, 0.0125))
@@ -139,7 +143,7 @@ def test_statement_interval_from_the_per_call_variance() -> None:
         )
     )
     # A window's relative error is never below the floor (what the server does not see).
-    tight = compare_workload(work(statement(1e6, 50, 1)), work(statement(1e6, 40, 1)))
+    tight = compared(work(statement(1e6, 50, 1)), work(statement(1e6, 40, 1)))
     assert tight is not None and tight.margin.log_sd == pytest.approx(math.hypot(FLOOR, FLOOR))
 
 
@@ -159,7 +163,7 @@ def test_the_window_that_would_tell_counts_only_errors_that_shrink() -> None:
     the window). Sized for 5%: a claim needs 2 x Z90 x sd <= ln 1.05, sd^2 = 0.01^2 + 0.03^2 /
     k, so k = 0.03^2 / ((ln 1.05 / (2 Z90))^2 - 0.01^2) = 7.5 times the 60 s windows; all of
     the error shrinking (hypot(1%, 3%) / sqrt(k)) would say 4.5."""
-    cmp = compare_workload(work(statement(100, 50, 15)), work(statement(1e6, 51.5, 1)))
+    cmp = compared(work(statement(100, 50, 15)), work(statement(1e6, 51.5, 1)))
     assert cmp is not None and cmp.time_ratio == pytest.approx(1.03) and not cmp.margin.decided
     k = 0.03**2 / ((math.log(1.05) / (2 * Z90)) ** 2 - 0.01**2)
     assert cmp.decisive_seconds == pytest.approx(60 * k, rel=1e-4)
@@ -220,7 +224,7 @@ def test_json_interval_and_reading_schema_2(tmp_path: Path) -> None:
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old))
     reloaded = reload.load_baseline(str(path))
-    cmp = compare_workload(base.workload, reloaded.workload)
+    cmp = compared(base.workload, reloaded.workload)
     assert cmp is not None and cmp.time_ratio == pytest.approx(0.8)
     assert cmp.margin.log_sd == pytest.approx(math.hypot(0.02, 1 / math.sqrt(400)))
 
@@ -284,7 +288,7 @@ def test_db_time_interval_covers_the_true_ratio_nine_times_in_ten() -> None:
                     session_batches=batch_means(samples),
                 )
             )
-        cmp = compare_workload(*windows)
+        cmp = compared(*windows)
         assert cmp is not None
         low, high = cmp.interval
         held += low <= 1.2 <= high
@@ -328,11 +332,11 @@ def test_statements_and_db_time_disagreeing_widen_the_interval_to_hold_both() ->
         sampled_sessions=300.0,
         session_batches=steady,
     )
-    cmp = compare_workload(before, after)
+    cmp = compared(before, after)
     assert cmp is not None and cmp.time_ratio == pytest.approx(0.8)
     low, high = cmp.interval
     assert low < 0.8 and 0.9 < high < 1
-    db_only = compare_workload(replace(before, statements=None), replace(after, statements=None))
+    db_only = compared(replace(before, statements=None), replace(after, statements=None))
     assert db_only is not None and db_only.time_ratio == pytest.approx(0.9)
     # Up to DB time's ratio with the statements' own precision (log sd hypot(2%, 1.25%)).
     assert high == pytest.approx(0.9 * math.exp(Z90 * math.hypot(0.02, 0.0125)))
@@ -359,7 +363,7 @@ def statements_090_clients_100(
     must hold 1 and claim nothing."""
     before = closed_loop(50, busy=3.8, connected=connected[0], transactions=4000)
     after = closed_loop(45, busy=3.42, connected=connected[1], transactions=4000)
-    cmp = compare_workload(before, after)
+    cmp = compared(before, after)
     assert cmp is not None and cmp.time_ratio == pytest.approx(0.9)
     low, high = cmp.interval
     assert low < 0.9 and high >= 1.0 and not cmp.margin.decided
@@ -398,7 +402,7 @@ def test_clients_mostly_waiting_between_transactions_are_not_judged_for_them() -
     assert "The server's own time: 0.90x (" in verdict
     assert "windows of about" not in verdict
     unknown = replace(after, connected_sessions=None)
-    old = compare_workload(before, unknown)
+    old = compared(before, unknown)
     assert old is not None and old.margin.faster and old.busy_share is None
     saved = reload.workload_from_json(document._workload(after), 600)
     assert saved is not None and saved.connected_sessions == 150.0
@@ -415,7 +419,7 @@ def test_a_closed_loop_interval_holds_the_clients_time_with_its_own_error() -> N
     clients = Ratio.of(after.connected_time, before.connected_time)
     assert clients is not None and clients.value == pytest.approx(5.2)
     assert clients.log_sd > 0.05  # the lag, twice: more than the statements' own
-    cmp = compare_workload(before, after)
+    cmp = compared(before, after)
     assert cmp is not None and cmp.time_ratio == pytest.approx(5.0)
     low, high = cmp.interval
     assert low <= clients.interval[0] * 1.0001

@@ -39,18 +39,18 @@ class Column:
         return f"{server.version} {method}"
 
 
-def columns(paths: list[str]) -> list[Column]:
+def columns(paths: list[str], thresholds: Thresholds) -> list[Column]:
     """The reports, each judged against the first (the first against itself: 1x, for its own
     time per call or transaction on the basis the others are judged by)."""
     summaries = [load_baseline(path) for path in paths]
-    first = summaries[0]
+    first, least = summaries[0], thresholds.min_matched_statement_share
     return [
-        Column(path, s, compare_workload(first.workload, s.workload), reference=i == 0)
+        Column(path, s, compare_workload(first.workload, s.workload, least), reference=i == 0)
         for i, (path, s) in enumerate(zip(paths, summaries, strict=True))
     ]
 
 
-def fastest(cols: list[Column]) -> Column | None:
+def fastest(cols: list[Column], thresholds: Thresholds) -> Column | None:
     """The report whose workload took the least time, when it was faster than every other one
     beyond their margins (each other report as its baseline: the 90% interval of its time
     ratio below 1); None when a report does not compare or the fastest is not clear."""
@@ -60,7 +60,11 @@ def fastest(cols: list[Column]) -> Column | None:
     for other in cols:
         if other is best:
             continue
-        cmp = compare_workload(other.summary.workload, best.summary.workload)
+        cmp = compare_workload(
+            other.summary.workload,
+            best.summary.workload,
+            thresholds.min_matched_statement_share,
+        )
         if cmp is None or not cmp.margin.faster:
             return None
     return best
@@ -81,6 +85,7 @@ def figures(col: Column, thresholds: Thresholds) -> dict[str, Any]:
         "reference": col.reference,
         "basis": cmp.basis if cmp is not None else None,
         "matched_statements": cmp.matched_statements if cmp is not None else None,
+        "matched_share": cmp.matched_share if cmp is not None else None,
         "workload_seconds": cmp.after if cmp is not None else None,
         "read_wait_share": s.activity.read_wait_share(thresholds.io_wait_events),
         "seconds_per_byte": total.seconds_per_byte if total is not None else None,
@@ -106,9 +111,9 @@ ROWS: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
 
 
 def render(paths: list[str], thresholds: Thresholds, output_format: str) -> str:
-    cols = columns(paths)
+    cols = columns(paths, thresholds)
     table = [figures(c, thresholds) for c in cols]
-    best = fastest(cols)
+    best = fastest(cols, thresholds)
     if output_format == "json":
         doc = {"reports": table, "fastest": best.path if best is not None else None}
         return json.dumps(doc, indent=2) + "\n"
