@@ -24,6 +24,7 @@ from pg_aio_exporter.report.margin import (
     Ratio,
     batch_means,
     batch_rse,
+    sampling_rse,
 )
 from pg_aio_exporter.report.outcome import judge
 from pg_aio_exporter.report.workload import (
@@ -36,6 +37,10 @@ from test_report_unit import BULK, KB, T, reads, summary
 from test_report_workload import work
 
 pytestmark = pytest.mark.unit
+
+
+def compared(before: Workload | None, after: Workload | None) -> WorkloadComparison | None:
+    return compare_workload(before, after, T.min_matched_statement_share)
 
 
 def test_a_zero_or_unmeasured_side_is_no_ratio() -> None:
@@ -88,6 +93,32 @@ def test_batch_means_hold_the_drift_of_the_load() -> None:
     assert batch_means([1.0, 2.0]) is None  # too few to tell a spread
 
 
+def test_t_is_for_the_number_of_sub_windows() -> None:
+    """Five sub-windows (30 samples of `--duration 1m --sample-interval 2s`, 6 each: 25 to
+    29 samples make five) leave 4 degrees of freedom: Student's t for 90% is 2.132 (the
+    tables), not the 1.833 of 9. Means 1.0, 1.2, 0.8, 1.1, 0.9: variance 0.1 / 4, so the
+    mean's relative error is sqrt(0.025 / 5); a million sessions seen make Poisson's 0.001."""
+    means = (1.0, 1.2, 0.8, 1.1, 0.9)
+    assert sampling_rse(1e6, means) == pytest.approx(math.sqrt(0.025 / 5) * 2.132 / Z90)
+    assert batch_means([1.0] * 25) == (1.0,) * 5
+
+
+def test_sub_windows_hold_at_least_five_samples() -> None:
+    """12 samples (`--duration 1m --sample-interval 5s`) cut in 10 would make sub-windows of
+    one or two correlated samples counted as independent: under 20 samples there is no
+    spread, and the Poisson error of the sessions seen bounds the sampling (100 seen: 10%)."""
+    assert batch_means([1.0, 3.0] * 6) is None
+    assert sampling_rse(100, batch_means([1.0, 3.0] * 6)) == pytest.approx(0.1)
+    # 30 samples: 6 sub-windows of 5.
+    assert batch_means([float(i // 5) for i in range(30)]) == (0.0, 1.0, 2.0, 3.0, 4.0, 5.0)
+
+
+def test_the_spread_never_narrows_the_sampling_error_below_poisson() -> None:
+    """Ten steady sub-windows have no spread, yet 100 sessions seen are a count with a 10%
+    error (module docstring: never less than the Poisson error of the sessions seen)."""
+    assert sampling_rse(100, (2.0,) * 10) == pytest.approx(0.1)
+
+
 def statement(calls: float, mean_ms: float, sd_ms: float) -> StatementWindow:
     mean, sd = mean_ms / 1000, sd_ms / 1000
     counters = StatementCounters(
@@ -101,7 +132,7 @@ def test_statement_interval_from_the_per_call_variance() -> None:
     are (20/50)/sqrt(400) = 2% and (10/40)/sqrt(400) = 1.25%."""
     before = work(statement(400, 50, 20))
     after = work(statement(400, 40, 10))
-    cmp = compare_workload(before, after)
+    cmp = compared(before, after)
     assert cmp is not None
     assert cmp.time_ratio == pytest.approx(0.8)
     assert cmp.margin.log_sd == pytest.approx(math.hypot(0.02, 0.0125))
@@ -112,7 +143,7 @@ def test_statement_interval_from_the_per_call_variance() -> None:
         )
     )
     # A window's relative error is never below the floor (what the server does not see).
-    tight = compare_workload(work(statement(1e6, 50, 1)), work(statement(1e6, 40, 1)))
+    tight = compared(work(statement(1e6, 50, 1)), work(statement(1e6, 40, 1)))
     assert tight is not None and tight.margin.log_sd == pytest.approx(math.hypot(FLOOR, FLOOR))
 
 
@@ -124,6 +155,28 @@ def within(verdict: str) -> tuple[str, float, float, float | None]:
     assert found, verdict
     head, value, low, high = found.groups()
     return head, float(low), float(high), None if value is None else float(value)
+
+
+def test_the_window_that_would_tell_counts_only_errors_that_shrink() -> None:
+    """1.03x: a million calls of 51.5 ms (sd 1 ms: at the 1% floor, which no window narrows)
+    against 100 of 50 ms (sd 15 ms: 0.3 / sqrt(100) = 3%, which falls with the square root of
+    the window). Sized for 5%: a claim needs 2 x Z90 x sd <= ln 1.05, sd^2 = 0.01^2 + 0.03^2 /
+    k, so k = 0.03^2 / ((ln 1.05 / (2 Z90))^2 - 0.01^2) = 7.5 times the 60 s windows; all of
+    the error shrinking (hypot(1%, 3%) / sqrt(k)) would say 4.5."""
+    cmp = compared(work(statement(100, 50, 15)), work(statement(1e6, 51.5, 1)))
+    assert cmp is not None and cmp.time_ratio == pytest.approx(1.03) and not cmp.margin.decided
+    k = 0.03**2 / ((math.log(1.05) / (2 * Z90)) ** 2 - 0.01**2)
+    assert cmp.decisive_seconds == pytest.approx(60 * k, rel=1e-4)
+
+
+def test_no_window_length_decides_estimates_that_disagree() -> None:
+    """Statements 0.90x, the clients' time per transaction 1.00x (a closed loop): the interval
+    holds both, and a longer window narrows each one's error but not their disagreement, so no
+    window length is promised and the verdict says so."""
+    before, after, cmp = statements_090_clients_100((4.0, 4.0))
+    assert cmp.claim is None and cmp.decisive_seconds is None
+    verdict = judge(summary(workload=after), T, summary(workload=before)).verdict.workload
+    assert "Undecided by window length:" in verdict and "windows of about" not in verdict
 
 
 def test_verdict_states_the_interval_and_when_undecided_the_window_that_would_decide() -> None:
@@ -171,7 +224,7 @@ def test_json_interval_and_reading_schema_2(tmp_path: Path) -> None:
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old))
     reloaded = reload.load_baseline(str(path))
-    cmp = compare_workload(base.workload, reloaded.workload)
+    cmp = compared(base.workload, reloaded.workload)
     assert cmp is not None and cmp.time_ratio == pytest.approx(0.8)
     assert cmp.margin.log_sd == pytest.approx(math.hypot(0.02, 1 / math.sqrt(400)))
 
@@ -191,13 +244,27 @@ def test_compare_names_the_fastest_only_beyond_the_margins(tmp_path: Path) -> No
     undecided = json.loads(sidebyside.render([a, b, tie], T, "json"))
     assert undecided["fastest"] is None
     assert all(
-        r["interval"][0] <= r["time_ratio"] <= r["interval"][1] for r in undecided["reports"]
+        r["interval"][0] <= r["time_ratio"] <= r["interval"][1] for r in undecided["reports"][1:]
     )
     assert "Fastest: undecided" in sidebyside.render([a, b, tie], T, "text")
     # 0.94x, its interval (0.90-0.99x) below 1 by less than its half-width: too close to call.
     close = save(tmp_path, "d.json", 47, 20)
     near = json.loads(sidebyside.render([a, close], T, "json"))
     assert near["fastest"] is None and near["reports"][1]["interval"][1] < 1
+
+
+def test_compare_shows_the_first_report_as_the_reference(tmp_path: Path) -> None:
+    """The first report is what the others are judged against: 1.00x exactly, with no
+    interval against itself (it used to show "1.00x, 0.97-1.03x", its own error twice)."""
+    a, b = save(tmp_path, "a.json", 50, 20), save(tmp_path, "b.json", 40, 10)
+    first, second = json.loads(sidebyside.render([a, b], T, "json"))["reports"]
+    assert first["interval"] is None and first["time_ratio"] == 1.0 and first["reference"]
+    assert not second["reference"] and second["interval"][0] < 0.8 < second["interval"][1]
+    interval_row = next(
+        line for line in sidebyside.render([a, b], T, "text").splitlines() if "90% interval" in line
+    )
+    cells = interval_row.split()[2:]
+    assert cells[0] == "reference" and re.fullmatch(r"[0-9.]+-[0-9.]+x", cells[1]), interval_row
 
 
 def test_db_time_interval_covers_the_true_ratio_nine_times_in_ten() -> None:
@@ -221,7 +288,7 @@ def test_db_time_interval_covers_the_true_ratio_nine_times_in_ten() -> None:
                     session_batches=batch_means(samples),
                 )
             )
-        cmp = compare_workload(*windows)
+        cmp = compared(*windows)
         assert cmp is not None
         low, high = cmp.interval
         held += low <= 1.2 <= high
@@ -265,11 +332,11 @@ def test_statements_and_db_time_disagreeing_widen_the_interval_to_hold_both() ->
         sampled_sessions=300.0,
         session_batches=steady,
     )
-    cmp = compare_workload(before, after)
+    cmp = compared(before, after)
     assert cmp is not None and cmp.time_ratio == pytest.approx(0.8)
     low, high = cmp.interval
     assert low < 0.8 and 0.9 < high < 1
-    db_only = compare_workload(replace(before, statements=None), replace(after, statements=None))
+    db_only = compared(replace(before, statements=None), replace(after, statements=None))
     assert db_only is not None and db_only.time_ratio == pytest.approx(0.9)
     # Up to DB time's ratio with the statements' own precision (log sd hypot(2%, 1.25%)).
     assert high == pytest.approx(0.9 * math.exp(Z90 * math.hypot(0.02, 0.0125)))
@@ -296,7 +363,7 @@ def statements_090_clients_100(
     must hold 1 and claim nothing."""
     before = closed_loop(50, busy=3.8, connected=connected[0], transactions=4000)
     after = closed_loop(45, busy=3.42, connected=connected[1], transactions=4000)
-    cmp = compare_workload(before, after)
+    cmp = compared(before, after)
     assert cmp is not None and cmp.time_ratio == pytest.approx(0.9)
     low, high = cmp.interval
     assert low < 0.9 and high >= 1.0 and not cmp.margin.decided
@@ -335,7 +402,7 @@ def test_clients_mostly_waiting_between_transactions_are_not_judged_for_them() -
     assert "The server's own time: 0.90x (" in verdict
     assert "windows of about" not in verdict
     unknown = replace(after, connected_sessions=None)
-    old = compare_workload(before, unknown)
+    old = compared(before, unknown)
     assert old is not None and old.margin.faster and old.busy_share is None
     saved = reload.workload_from_json(document._workload(after), 600)
     assert saved is not None and saved.connected_sessions == 150.0
@@ -352,7 +419,7 @@ def test_a_closed_loop_interval_holds_the_clients_time_with_its_own_error() -> N
     clients = Ratio.of(after.connected_time, before.connected_time)
     assert clients is not None and clients.value == pytest.approx(5.2)
     assert clients.log_sd > 0.05  # the lag, twice: more than the statements' own
-    cmp = compare_workload(before, after)
+    cmp = compared(before, after)
     assert cmp is not None and cmp.time_ratio == pytest.approx(5.0)
     low, high = cmp.interval
     assert low <= clients.interval[0] * 1.0001

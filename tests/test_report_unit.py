@@ -76,6 +76,7 @@ T = Thresholds(
     min_uncounted_read_sessions=0.5,
     max_io_workers=32,
     workload_regression_factor=1.2,
+    min_matched_statement_share=0.5,
 )
 SETTINGS_18 = {
     "io_workers": 3,

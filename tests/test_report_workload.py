@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -307,3 +308,49 @@ def test_the_text_report_prints_no_control_character() -> None:
     assert "SELECT 1 /*" in out
     assert not [ch for ch in out if ch != "\n" and (ch < " " or "\x7f" <= ch <= "\x9f")]
     assert "\u202e" not in out and "\ufffd]0;owned\ufffd" in out
+
+
+def test_statements_that_took_little_of_the_baseline_time_are_refused() -> None:
+    """The baseline's heavy statement (100 scans of 10 ms: 1 s) has another text now (a cast
+    list one version squashes and the other does not, or a rewritten query); only 1000 SETs of
+    0.05 ms match: 0.05 / 1.05 = 5% of the baseline's statement time, under the 50% the
+    statements basis needs (thresholds.yaml). DB time per transaction judges instead (0.02
+    then 0.03 sessions busy over 1000 transactions in 60 s: 1.5x), and the verdict and the JSON
+    say how much matched."""
+    setting = "SET application_name = $1"
+    old, new = "SELECT sum(v) FROM t WHERE id IN ($1::int, $2::int)", "SELECT sum(v) FROM t"
+    db_time: dict[str, Any] = {"transactions": 1000.0, "session_batches": (1.0,) * 10}
+    before = work(
+        stmt(old, 100, 10),
+        stmt(setting, 1000, 0.05),
+        client_sessions=0.02,
+        sampled_sessions=600.0,
+        **db_time,
+    )
+    after = work(
+        stmt(new, 100, 10),
+        stmt(setting, 1000, 0.05),
+        client_sessions=0.03,
+        sampled_sessions=900.0,
+        **db_time,
+    )
+    report = judge(summary(workload=after), T, summary(workload=before))
+    assert report.workload is not None and report.workload.basis == DB_TIME
+    assert report.workload.time_ratio == pytest.approx(1.5)
+    assert report.workload.matched_share == pytest.approx(0.05 / 1.05)
+    assert (
+        "by DB time per transaction (the statements both ran took only 5% of the baseline's"
+        " statement time, under the 50% the statements basis needs" in report.verdict.workload
+    )
+    doc = json.loads(document.dumps(report, T))
+    assert doc["comparison"]["workload"]["matched_share"] == pytest.approx(0.05 / 1.05)
+    # Without DB time in both there is nothing to fall back to: not compared, and why.
+    no_db = judge(summary(workload=replace(after, transactions=None)), T, summary(workload=before))
+    assert no_db.workload is None
+    assert "Not compared: the statements both ran took only 5% of" in no_db.verdict.workload
+    # Where the heavy statement matches, the statements judge and say what they cover.
+    same = judge(
+        summary(workload=replace(after, statements=before.statements)), T, summary(workload=before)
+    )
+    assert same.workload is not None and same.workload.basis == STATEMENTS
+    assert "(2 statements matched, 100% of the baseline's statement time)" in same.verdict.workload

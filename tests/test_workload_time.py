@@ -429,7 +429,9 @@ def test_compare_names_the_fastest(runs: dict[tuple[str, str], Run]) -> None:
         # Undecided: the margins overlap. Then pgbench's fastest against its second lies within
         # the report's interval of that pair: the report could not tell what pgbench told.
         first, second = sorted(chosen, key=lambda r: r.latency)[:2]
-        cmp = compare_workload(second.summary.workload, first.summary.workload)
+        cmp = compare_workload(
+            second.summary.workload, first.summary.workload, LIMITS.min_matched_statement_share
+        )
         assert cmp is not None
         low, high = cmp.interval
         assert low <= first.latency / second.latency <= high, (first.saved, second.saved, low)

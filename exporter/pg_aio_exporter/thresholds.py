@@ -131,6 +131,8 @@ class Thresholds:
     min_uncounted_read_sessions: float  # reads_not_yet_counted
     max_io_workers: int  # PostgreSQL's upper bound for io_workers and io_max_workers
     workload_regression_factor: float  # workload_regression: workload time x the baseline's
+    # Workload time by statements: the matched ones' least share of the baseline's time.
+    min_matched_statement_share: float
     writes: WriteThresholds | None = None  # None: the write side is not judged
     # Every class, fastest first: which one the measurements look like.
     storage_classes: Mapping[str, StorageClass] | None = None
@@ -189,6 +191,7 @@ class Thresholds:
             min_uncounted_read_sessions=float(report["min_uncounted_read_sessions"]),
             max_io_workers=int(report["max_io_workers"]),
             workload_regression_factor=float(report["workload_regression_factor"]),
+            min_matched_statement_share=float(report["min_matched_statement_share"]),
             writes=WriteThresholds.from_alerts(alerts, storage),
             storage_classes=classes,
         )

@@ -141,6 +141,7 @@ def _workload_comparison(cmp: WorkloadComparison | None) -> dict[str, Any] | Non
         "busy_share": cmp.busy_share,
         "basis": cmp.basis,
         "matched_statements": cmp.matched_statements,
+        "matched_share": cmp.matched_share,
         "before_seconds": cmp.before,
         "after_seconds": cmp.after,
         "read_wait_before_seconds": cmp.read_before,

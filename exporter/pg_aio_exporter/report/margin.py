@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 Z90 = 1.6449  # a two-sided 90% interval of a normal estimate
 # Below this the figure's own error is no guide: what the server's counts leave out of the
@@ -23,17 +23,26 @@ Z90 = 1.6449  # a two-sided 90% interval of a normal estimate
 # the report within 0.3-2.3% of pgbench's ratio on 10 s windows of scans). Every window's
 # relative error is at least this.
 FLOOR = 0.01
-BATCHES = 10  # sub-windows for the spread of the sampled sessions
+BATCHES = 10  # sub-windows for the spread of the sampled sessions, at most
 MIN_BATCHES = 4  # fewer sub-windows say nothing of the spread: Poisson alone
-# The spread of 10 sub-windows is itself an estimate (9 degrees of freedom): Student's t for
-# 90% over the normal's, 1.833 / 1.645.
-T_BATCHES = 1.833 / Z90
+# Samples per sub-window, at least: neighbouring samples are correlated (a statement seen in
+# several samples in a row is one event), and sub-windows of one or two samples would count
+# them as independent. Under MIN_BATCHES x this many samples (20: `--duration 1m
+# --sample-interval 5s` has 12), Poisson alone.
+BATCH_SAMPLES = 5
+# The spread of k sub-windows is itself an estimate with k - 1 degrees of freedom: Student's t
+# for a two-sided 90% interval (its 0.95 quantile, from the standard tables), by degrees of
+# freedom, over the normal's.
+T90 = {3: 2.353, 4: 2.132, 5: 2.015, 6: 1.943, 7: 1.895, 8: 1.860, 9: 1.833}
 # Below this many sessions seen working, the sub-windows are mostly empty and their spread no
 # guide: the Poisson error of the count bounds it.
 MIN_SEEN = 30
 # The smallest change an undecided answer is sized for: "how long a window would decide it"
 # for a change of 1% or none at all would be hours, and says nothing useful.
 MIN_CHANGE = 1.05
+# The range of window lengths, as a factor of the windows measured, over which decisive_after
+# looks: LONGEST stands for "however long" (the shrinking errors then 1e-6 of theirs).
+SHORTEST, LONGEST = 1e-6, 1e12
 # A direction (faster, slower) is claimed only when the ratio is this many half-widths of its
 # 90% interval from 1: the interval's nearer end then lies at least a half-width beyond 1, and
 # any ratio inside the interval (a client's, such as pgbench's) moved by more than the margin.
@@ -49,6 +58,25 @@ class Estimate:
 
     value: float
     rse: float
+    # The part of rse that a longer window at the same load narrows (sampling, per-call
+    # variance, the counts' lag and the report's own transactions at the ends); the rest is
+    # FLOOR, which no window narrows. None: all of rse.
+    shrinking: float | None = None
+
+    @classmethod
+    def of(cls, value: float, *rses: float) -> Estimate:
+        """A figure with its independent relative errors together, never below FLOOR."""
+        shrinking = math.sqrt(sum(r * r for r in rses))
+        return cls(value, max(FLOOR, shrinking), shrinking)
+
+    def longer(self, factor: float, shift: float = 1.0) -> Estimate:
+        """As over a window `factor` times as long at the same load, its value x `shift`: the
+        shrinking part falls with the square root of the window (the lag and the report's own
+        fall as the window itself: the sooner a window decides, the later this says)."""
+        if self.shrinking is None:
+            return Estimate(self.value * shift, self.rse / math.sqrt(factor))
+        shrinking = self.shrinking / math.sqrt(factor)
+        return Estimate(self.value * shift, max(FLOOR, shrinking), shrinking)
 
 
 @dataclass(frozen=True)
@@ -60,6 +88,11 @@ class Ratio:
     # The interval widened to hold another estimate of the same ratio (`holding`); None: the
     # interval is this estimate's own.
     bounds: tuple[float, float] | None = None
+    # What the ratio was made of, for what longer windows would make of it (decisive_after):
+    # its two windows' estimates (after, before; None: log_sd falls with the square root of
+    # the window), and the estimates it was widened to hold, each with `holding`'s `own`.
+    parts: tuple[Estimate, Estimate] | None = None
+    held: tuple[tuple[Ratio, bool], ...] = ()
 
     @classmethod
     def of(cls, after: Estimate | None, before: Estimate | None) -> Ratio | None:
@@ -67,7 +100,9 @@ class Ratio:
         and a zero numerator has no interval in the log (the caller says what it means)."""
         if after is None or before is None or before.value <= 0 or after.value <= 0:
             return None
-        return cls(after.value / before.value, math.hypot(after.rse, before.rse))
+        return cls(
+            after.value / before.value, math.hypot(after.rse, before.rse), parts=(after, before)
+        )
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -84,10 +119,10 @@ class Ratio:
         whose error this one does not share (the counts' lag at the windows' ends)."""
         spread = math.exp(Z90 * max(self.log_sd, other.log_sd if own else 0.0))
         low, high = self.interval
-        return Ratio(
-            self.value,
-            self.log_sd,
-            (min(low, other.value / spread), max(high, other.value * spread)),
+        return replace(
+            self,
+            bounds=(min(low, other.value / spread), max(high, other.value * spread)),
+            held=(*self.held, (other, own)),
         )
 
     @property
@@ -120,16 +155,42 @@ class Ratio:
         low, high = self.interval
         return low <= 1 <= high
 
-    def decisive_after(self, seconds: float, change: float = MIN_CHANGE) -> float:
+    def decisive_after(self, seconds: float, change: float = MIN_CHANGE) -> float | None:
         """How long both windows would have to be (seconds) for a direction to be claimed,
-        were the ratio as it is (or, within `change` of 1, a change of `change`): the
-        interval's nearer end as far from 1 as its half-width, so its half-width at most
-        1 / CLAIM_WIDTHS of the ratio's distance from 1; the error falls with the square root
-        of the window."""
-        low, high = self.interval
-        half_width = max(math.log(self.value / low), math.log(high / self.value))
+        were the ratio as it is (or, within `change` of 1, a change of `change`, the
+        estimates it holds moved alike); None when no length would: what a longer window
+        leaves (the floor, another estimate held that disagrees) keeps the interval within its
+        margin of 1. Only the shrinking errors fall, with the square root of the window."""
         distance = max(abs(math.log(self.value)), math.log(change))
-        return seconds * (CLAIM_WIDTHS * half_width / distance) ** 2
+        shift = math.exp(math.copysign(distance, math.log(self.value)) - math.log(self.value))
+        if not self._longer(LONGEST, shift).decided:
+            return None
+        # Longer windows narrow the interval, so the shortest that decides is found by halving
+        # the range of window lengths (in the log).
+        low, high = math.log(SHORTEST), math.log(LONGEST)
+        for _ in range(60):
+            middle = (low + high) / 2
+            if self._longer(math.exp(middle), shift).decided:
+                high = middle
+            else:
+                low = middle
+        return seconds * math.exp(high)
+
+    def _longer(self, factor: float, shift: float) -> Ratio:
+        """This ratio as over windows `factor` times as long at the same load, its value and
+        those of the estimates it holds x `shift`. Bounds set outright (not by `holding`) are
+        dropped: no window narrows the clients' bound (compare_workload), nor is one asked of
+        it."""
+        if self.parts is None:
+            ratio = Ratio(self.value * shift, self.log_sd / math.sqrt(factor))
+        else:
+            after, before = self.parts
+            longer = Ratio.of(after.longer(factor, shift), before.longer(factor))
+            assert longer is not None  # the same positive values as this one's
+            ratio = longer
+        for other, own in self.held:
+            ratio = ratio.holding(other._longer(factor, shift), own=own)
+        return ratio
 
 
 def poisson_rse(events: float) -> float:
@@ -138,10 +199,10 @@ def poisson_rse(events: float) -> float:
 
 
 def batch_means(series: Sequence[float]) -> tuple[float, ...] | None:
-    """A series of consecutive samples cut into BATCHES sub-windows, each one's mean; None when
-    too short to tell a spread."""
+    """A series of consecutive samples cut into up to BATCHES sub-windows of at least
+    BATCH_SAMPLES samples, each one's mean; None when too short to tell a spread."""
     n = len(series)
-    batches = min(BATCHES, n)
+    batches = min(BATCHES, n // BATCH_SAMPLES)
     if batches < MIN_BATCHES:
         return None
     parts = [series[b * n // batches : (b + 1) * n // batches] for b in range(batches)]
@@ -162,15 +223,18 @@ def batch_rse(means: Sequence[float] | None) -> float:
 
 
 def sampling_rse(seen: float | None, means: Sequence[float] | None) -> float:
-    """Relative error of sampled sessions: the spread of the sub-windows when there are enough
-    of them and enough sessions were seen, else the Poisson error of the count (an upper bound
-    for independent samples; infinite when none was seen). Neither known (a schema 2 report
-    without samples): 0, the floor then bounds it."""
-    if means is not None and len(means) >= MIN_BATCHES and (seen is None or seen >= MIN_SEEN):
-        return batch_rse(means) * T_BATCHES
-    return poisson_rse(seen) if seen is not None else 0.0
-
-
-def combine(*rses: float) -> float:
-    """Independent relative errors together, never below FLOOR."""
-    return max(FLOOR, math.sqrt(sum(r * r for r in rses)))
+    """Relative error of sampled sessions: the Poisson error of the count (infinite when none
+    was seen), or the spread of the sub-windows widened by Student's t for their number where
+    that is the larger (enough sub-windows, and enough sessions seen to fill them). The spread
+    alone can be 0 (a steady load in every sub-window) where a second run would differ by the
+    count's own error. Neither known (a schema 2 report without samples): 0, the floor then
+    bounds it."""
+    if seen is None:
+        return 0.0
+    poisson = poisson_rse(seen)
+    if means is None or len(means) < MIN_BATCHES or seen < MIN_SEEN:
+        return poisson
+    # A saved report's sub-windows may number more than BATCHES: t for 9 degrees of freedom
+    # is then a little wide.
+    t = T90[min(len(means), BATCHES) - 1] / Z90
+    return max(poisson, batch_rse(means) * t)

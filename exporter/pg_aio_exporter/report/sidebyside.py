@@ -26,6 +26,7 @@ class Column:
     path: str
     summary: Summary
     workload: WorkloadComparison | None  # against the first report; None: not comparable
+    reference: bool = False  # the first report: the others' reference, no interval of its own
 
     @property
     def time_ratio(self) -> float | None:
@@ -38,17 +39,18 @@ class Column:
         return f"{server.version} {method}"
 
 
-def columns(paths: list[str]) -> list[Column]:
-    """The reports, each judged against the first (the first against itself: 1x)."""
+def columns(paths: list[str], thresholds: Thresholds) -> list[Column]:
+    """The reports, each judged against the first (the first against itself: 1x, for its own
+    time per call or transaction on the basis the others are judged by)."""
     summaries = [load_baseline(path) for path in paths]
-    first = summaries[0]
+    first, least = summaries[0], thresholds.min_matched_statement_share
     return [
-        Column(path, s, compare_workload(first.workload, s.workload))
-        for path, s in zip(paths, summaries, strict=True)
+        Column(path, s, compare_workload(first.workload, s.workload, least), reference=i == 0)
+        for i, (path, s) in enumerate(zip(paths, summaries, strict=True))
     ]
 
 
-def fastest(cols: list[Column]) -> Column | None:
+def fastest(cols: list[Column], thresholds: Thresholds) -> Column | None:
     """The report whose workload took the least time, when it was faster than every other one
     beyond their margins (each other report as its baseline: the 90% interval of its time
     ratio below 1); None when a report does not compare or the fastest is not clear."""
@@ -58,7 +60,11 @@ def fastest(cols: list[Column]) -> Column | None:
     for other in cols:
         if other is best:
             continue
-        cmp = compare_workload(other.summary.workload, best.summary.workload)
+        cmp = compare_workload(
+            other.summary.workload,
+            best.summary.workload,
+            thresholds.min_matched_statement_share,
+        )
         if cmp is None or not cmp.margin.faster:
             return None
     return best
@@ -73,9 +79,13 @@ def figures(col: Column, thresholds: Thresholds) -> dict[str, Any]:
         "version": s.server.version,
         "io_method": s.server.io_method,
         "time_ratio": col.time_ratio,
-        "interval": list(cmp.interval) if cmp is not None else None,
+        # The reference has no interval: against itself it is 1x exactly, and an interval
+        # from its own error counted twice would pass for a spread of runs.
+        "interval": list(cmp.interval) if cmp is not None and not col.reference else None,
+        "reference": col.reference,
         "basis": cmp.basis if cmp is not None else None,
         "matched_statements": cmp.matched_statements if cmp is not None else None,
+        "matched_share": cmp.matched_share if cmp is not None else None,
         "workload_seconds": cmp.after if cmp is not None else None,
         "read_wait_share": s.activity.read_wait_share(thresholds.io_wait_events),
         "seconds_per_byte": total.seconds_per_byte if total is not None else None,
@@ -90,7 +100,7 @@ def _interval(interval: list[float] | None) -> str:
 
 ROWS: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
     ("workload time (x first)", lambda f: units.ratio(f["time_ratio"])),
-    ("  90% interval", lambda f: _interval(f["interval"])),
+    ("  90% interval", lambda f: "reference" if f["reference"] else _interval(f["interval"])),
     ("  per call / transaction", lambda f: units.ms(f["workload_seconds"])),
     ("  basis", lambda f: f["basis"] or "n/a"),
     ("read-wait share", lambda f: units.percent(f["read_wait_share"])),
@@ -101,9 +111,9 @@ ROWS: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
 
 
 def render(paths: list[str], thresholds: Thresholds, output_format: str) -> str:
-    cols = columns(paths)
+    cols = columns(paths, thresholds)
     table = [figures(c, thresholds) for c in cols]
-    best = fastest(cols)
+    best = fastest(cols, thresholds)
     if output_format == "json":
         doc = {"reports": table, "fastest": best.path if best is not None else None}
         return json.dumps(doc, indent=2) + "\n"

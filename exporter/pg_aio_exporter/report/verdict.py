@@ -10,7 +10,12 @@ from pg_aio_exporter.report import units
 from pg_aio_exporter.report.findings import writes
 from pg_aio_exporter.report.findings.context import Context, Finding
 from pg_aio_exporter.report.margin import MIN_CHANGE
-from pg_aio_exporter.report.workload import STATEMENTS, Workload, WorkloadComparison
+from pg_aio_exporter.report.workload import (
+    STATEMENTS,
+    Workload,
+    WorkloadComparison,
+    matched_share,
+)
 
 
 @dataclass(frozen=True)
@@ -226,16 +231,64 @@ def interval(cmp: WorkloadComparison) -> str:
     return f"({units.interval(low, high)})"
 
 
+def _basis(ctx: Context, cmp: WorkloadComparison) -> str:
+    """What the comparison was made by, and how much of the baseline's statements it rests on."""
+    if cmp.basis == STATEMENTS:
+        share = (
+            ""
+            if cmp.matched_share is None
+            else f", {units.percent(cmp.matched_share)} of the baseline's statement time"
+        )
+        return (
+            f"time per statement call at the baseline's mix ({cmp.matched_statements}"
+            f" statements matched{share})"
+        )
+    if cmp.matched_share is not None:
+        return f"DB time per transaction ({_few_matched(ctx, cmp.matched_share)})"
+    return "DB time per transaction (pg_stat_statements not in both windows)"
+
+
+def _undecided(cmp: WorkloadComparison) -> str:
+    """Why no direction is claimed, and what would tell; empty when one is."""
+    if cmp.clients_wait:
+        own = cmp.server_margin or cmp.margin
+        return (
+            f" The clients were working in the server {units.percent(cmp.busy_share)} of the"
+            " time they were connected (they wait between transactions: a fixed rate, a pool,"
+            " think time): what they spend outside it (round trips, their own work and"
+            " schedule) is not seen here, and their latency is known only to lie between the"
+            " server's time and their time connected per transaction. The server's own time:"
+            f" {units.ratio(own.value)} ({units.interval(*own.interval)})."
+        )
+    if cmp.margin.decided:
+        return ""
+    close = ""
+    if not cmp.margin.holds_one:
+        margin = math.exp(cmp.margin.half_width) - 1
+        close = (
+            f" the interval clears 1 by less than its margin (±{units.percent(margin)}),"
+            " so no direction is claimed;"
+        )
+    decisive = cmp.decisive_seconds
+    if decisive is None:
+        return (
+            f" Undecided by window length:{close} the interval holds estimates that"
+            " disagree (the statements' time, DB time, the clients' time connected per"
+            " transaction), and a longer window narrows each one's error, not their"
+            " disagreement; repeated runs tell whether it lasts."
+        )
+    size = max(abs(cmp.time_ratio - 1), MIN_CHANGE - 1)
+    return (
+        f" Undecided:{close} windows of about {units.duration(decisive)} each (or"
+        f" repeated runs) would tell a change of {units.percent(size)}"
+        + ("" if cmp.basis == STATEMENTS else "; pg_stat_statements narrows it most")
+        + "."
+    )
+
+
 def _against(ctx: Context, cmp: WorkloadComparison) -> str:
     base = ctx.baseline
     assert base is not None
-    if cmp.basis == STATEMENTS:
-        what = (
-            f"time per statement call at the baseline's mix ({cmp.matched_statements}"
-            f" statements matched)"
-        )
-    else:
-        what = "DB time per transaction (pg_stat_statements not in both windows)"
     if cmp.clients_wait:
         head = f"Undecided for the clients {interval(cmp)} against"
     elif cmp.margin.faster:
@@ -252,38 +305,35 @@ def _against(ctx: Context, cmp: WorkloadComparison) -> str:
             f"; read wait {units.percent(cmp.read_before / cmp.before)} ->"
             f" {units.percent(cmp.read_after / cmp.after if cmp.after > 0 else None)} of it"
         )
-    decisive = cmp.decisive_seconds
-    undecided = ""
-    if cmp.clients_wait:
-        own = cmp.server_margin or cmp.margin
-        undecided = (
-            f" The clients were working in the server {units.percent(cmp.busy_share)} of the"
-            " time they were connected (they wait between transactions: a fixed rate, a pool,"
-            " think time): what they spend outside it (round trips, their own work and"
-            " schedule) is not seen here, and their latency is known only to lie between the"
-            " server's time and their time connected per transaction. The server's own time:"
-            f" {units.ratio(own.value)} ({units.interval(*own.interval)})."
-        )
-    elif decisive is not None:
-        size = max(abs(cmp.time_ratio - 1), MIN_CHANGE - 1)
-        close = ""
-        if not cmp.margin.holds_one:
-            margin = math.exp(cmp.margin.half_width) - 1
-            close = (
-                f" the interval clears 1 by less than its margin (±{units.percent(margin)}),"
-                " so no direction is claimed;"
-            )
-        undecided = (
-            f" Undecided:{close} windows of about {units.duration(decisive)} each (or repeated"
-            f" runs) would tell a change of {units.percent(size)}"
-            + ("" if cmp.basis == STATEMENTS else "; pg_stat_statements narrows it most")
-            + "."
-        )
     return (
         f"{head} the baseline (PostgreSQL {base.server.version}, io_method"
-        f" {base.server.io_method_shown}), by {what}: {units.ms(cmp.after)} against"
-        f" {units.ms(cmp.before)}{reads_part}.{undecided}"
+        f" {base.server.io_method_shown}), by {_basis(ctx, cmp)}: {units.ms(cmp.after)} against"
+        f" {units.ms(cmp.before)}{reads_part}.{_undecided(cmp)}"
     )
+
+
+def _few_matched(ctx: Context, share: float) -> str:
+    least = units.percent(ctx.thresholds.min_matched_statement_share)
+    return (
+        f"the statements both ran took only {units.percent(share)} of the baseline's statement"
+        f" time, under the {least} the statements basis needs: the main queries' texts differ"
+        " between the two"
+    )
+
+
+def _not_compared(ctx: Context, work: Workload, base: Workload | None) -> str:
+    """Why this window has no comparison with the baseline."""
+    if base is not None and (base.nothing_ended or base.db_time_per_transaction == 0):
+        return "Not compared: the baseline counted no work to compare with."
+    if work.nothing_ended or work.db_time_per_transaction == 0 or base is None:
+        return "Not compared."
+    share = matched_share(base, work)
+    if share is not None and share < ctx.thresholds.min_matched_statement_share:
+        return (
+            f"Not compared: {_few_matched(ctx, share)}, and DB time per transaction was not"
+            " measured in both."
+        )
+    return "Not compared: the baseline has no statement or transaction in common."
 
 
 def workload(ctx: Context) -> str:
@@ -298,12 +348,7 @@ def workload(ctx: Context) -> str:
     if cmp is not None:
         return _against(ctx, cmp) + " " + now
     if ctx.baseline is not None:
-        base = ctx.baseline.workload
-        if base is not None and (base.nothing_ended or base.db_time_per_transaction == 0):
-            return now + " Not compared: the baseline counted no work to compare with."
-        if work.nothing_ended or work.db_time_per_transaction == 0 or base is None:
-            return now + " Not compared."
-        return now + " Not compared: the baseline has no statement or transaction in common."
+        return f"{now} {_not_compared(ctx, work, ctx.baseline.workload)}"
     return now + " Run with --baseline FILE to compare with a saved run."
 
 

@@ -23,7 +23,7 @@ from pg_aio_exporter.collectors.pg_stat_statements import (
     StatementCounters,
     StatementKey,
 )
-from pg_aio_exporter.report.margin import Estimate, Ratio, combine, sampling_rse
+from pg_aio_exporter.report.margin import Estimate, Ratio, sampling_rse
 from pg_aio_exporter.vocabulary import BLOCK_BYTES, MIB
 
 STATEMENTS = "statements"
@@ -118,12 +118,9 @@ class Workload:
         if value is None or self.transactions is None:
             return None
         sampling = sampling_rse(self.sampled_sessions, self.session_batches)
-        return Estimate(
-            value,
-            combine(sampling, LAG_SD / self.seconds, OWN_SLACK / self.transactions)
-            if value > 0
-            else float("inf"),
-        )
+        if value == 0:
+            return Estimate(value, float("inf"))
+        return Estimate.of(value, sampling, LAG_SD / self.seconds, OWN_SLACK / self.transactions)
 
     @property
     def connected_time(self) -> Estimate | None:
@@ -135,9 +132,10 @@ class Workload:
         idle connections) it is mostly that wait."""
         if not self.transactions or not self.connected_sessions or self.seconds <= 0:
             return None
-        return Estimate(
+        return Estimate.of(
             self.connected_sessions * self.seconds / self.transactions,
-            combine(LAG_SD / self.seconds, OWN_SLACK / self.transactions),
+            LAG_SD / self.seconds,
+            OWN_SLACK / self.transactions,
         )
 
     @property
@@ -205,7 +203,9 @@ class WorkloadComparison:
     read_before: float | None = None
     read_after: float | None = None
     changes: tuple[StatementChange, ...] = ()  # matched statements, the most slowed first
-    matched_share: float | None = None  # share of the baseline's time the matched ones took
+    # The share of the baseline's statement time the matched statements took (by statements);
+    # by DB time, set only when the statements were refused for taking too little of it.
+    matched_share: float | None = None
     seconds: float = 0.0  # the shorter window's: what a longer one is measured against
     # The lower of the two windows' shares of connected time the clients were seen working;
     # None: not known (a saved report without connected sessions).
@@ -257,16 +257,32 @@ class WorkloadComparison:
         return [c for c in self.changes if c.ratio > 1][:limit]
 
 
-def _by_statements(before: Workload, after: Workload) -> WorkloadComparison | None:
+def _pairs(before: Workload, after: Workload) -> list[StatementChange] | None:
+    """The statements both windows ran, matched by normalized text, database and user; None
+    when a window has no pg_stat_statements."""
     if before.statements is None or after.statements is None:
         return None
-    pairs = [
+    return [
         StatementChange(now, before.statements[key])
         for key, now in after.statements.items()
         if key in before.statements
         and now.counters.calls > 0
         and before.statements[key].counters.calls > 0
     ]
+
+
+def matched_share(before: Workload, after: Workload) -> float | None:
+    """The share of the baseline's statement time that the statements both windows ran took;
+    None without pg_stat_statements in both, or without statement time in the baseline."""
+    pairs = _pairs(before, after)
+    base_total = before.total
+    if pairs is None or base_total is None or base_total.exec_seconds <= 0:
+        return None
+    return sum(p.before.counters.exec_seconds for p in pairs) / base_total.exec_seconds
+
+
+def _by_statements(before: Workload, after: Workload) -> WorkloadComparison | None:
+    pairs = _pairs(before, after)
     if not pairs:
         return None
     # Each statement's time per call now and then, weighted by its calls in the baseline.
@@ -285,7 +301,6 @@ def _by_statements(before: Workload, after: Workload) -> WorkloadComparison | No
     read_now = sum(
         weight[id(p)] * p.now.counters.read_seconds / p.now.counters.calls for p in pairs
     )
-    base_total = before.total
     calls = sum(p.before.counters.calls for p in pairs)
     return WorkloadComparison(
         margin=margin,
@@ -296,11 +311,7 @@ def _by_statements(before: Workload, after: Workload) -> WorkloadComparison | No
         read_before=read_then / calls,
         read_after=read_now / calls,
         changes=tuple(sorted(pairs, key=lambda p: (-p.ratio, p.now.key))),
-        matched_share=(
-            sum(p.before.counters.exec_seconds for p in pairs) / base_total.exec_seconds
-            if base_total is not None and base_total.exec_seconds > 0
-            else None
-        ),
+        matched_share=matched_share(before, after),
         seconds=min(before.seconds, after.seconds),
     )
 
@@ -322,7 +333,7 @@ def _mix_estimate(
         if per_call is None:
             per_call = side(p).seconds_per_call ** 2
         variance += weight[id(p)] ** 2 * per_call / counters.calls
-    return Estimate(value, combine(variance**0.5 / value if value > 0 else 0.0))
+    return Estimate.of(value, variance**0.5 / value if value > 0 else 0.0)
 
 
 # Below this share of DB time in either window, execution time leaves out most of the time the
@@ -343,9 +354,13 @@ def _statements_cover(work: Workload) -> bool:
     return share is None or share >= MIN_STATEMENT_SHARE
 
 
-def compare_workload(before: Workload | None, after: Workload | None) -> WorkloadComparison | None:
-    """Now against the baseline, by statements when both windows have them and their execution
-    time is most of DB time, else by DB time per transaction; None when neither basis is there.
+def compare_workload(
+    before: Workload | None, after: Workload | None, min_matched_share: float
+) -> WorkloadComparison | None:
+    """Now against the baseline, by statements when both windows have them, their execution
+    time is most of DB time and the statements matched took at least `min_matched_share` of the
+    baseline's statement time (thresholds.yaml), else by DB time per transaction; None when
+    neither basis is there.
     What the server does not see of the clients' time: for a closed loop (clients busy in the
     server most of the time they are connected, both windows) the interval also reaches the
     ratio of time connected per transaction, the clients' own latency (Little's law), round
@@ -354,7 +369,7 @@ def compare_workload(before: Workload | None, after: Workload | None) -> Workloa
     time outside the server is not seen at all; the interval holds 1 (no claim) and reaches
     the bound of their latency between the server's time and their time connected per
     transaction (_clients_bounds), and server_margin keeps the server's own."""
-    compared = _compare(before, after)
+    compared = _compare(before, after, min_matched_share)
     if compared is None or before is None or after is None:
         return compared
     shares = (before.busy_share, after.busy_share)
@@ -382,9 +397,10 @@ def _server_time(work: Workload, basis: str) -> Estimate | None:
     total = work.total
     if total is None or not work.transactions or total.exec_seconds <= 0 or work.seconds <= 0:
         return None
-    return Estimate(
+    return Estimate.of(
         total.exec_seconds / work.transactions,
-        combine(LAG_SD / work.seconds, OWN_SLACK / work.transactions),
+        LAG_SD / work.seconds,
+        OWN_SLACK / work.transactions,
     )
 
 
@@ -402,14 +418,22 @@ def _clients_bounds(before: Workload, after: Workload, basis: str) -> tuple[floa
     return low.interval[0], high.interval[1]
 
 
-def _compare(before: Workload | None, after: Workload | None) -> WorkloadComparison | None:
+def _compare(
+    before: Workload | None, after: Workload | None, min_matched_share: float
+) -> WorkloadComparison | None:
     if before is None or after is None:
         return None
     by_statements = _by_statements(before, after)
+    # Statements whose texts differ between the servers (a list of casts one version squashes
+    # and the other does not) leave the trivial ones (SET, max(id)) to stand for the workload.
+    share = by_statements.matched_share if by_statements is not None else None
+    refused = share is not None and share < min_matched_share
     then, now = before.db_time, after.db_time
     margin = Ratio.of(now, then)
-    if by_statements is not None and (
-        margin is None or (_statements_cover(before) and _statements_cover(after))
+    if (
+        by_statements is not None
+        and not refused
+        and (margin is None or (_statements_cover(before) and _statements_cover(after)))
     ):
         if margin is None:
             return by_statements
@@ -419,5 +443,11 @@ def _compare(before: Workload | None, after: Workload | None) -> WorkloadCompari
     if then is None or now is None or margin is None:
         return None
     return WorkloadComparison(
-        margin, DB_TIME, 0, then.value, now.value, seconds=min(before.seconds, after.seconds)
+        margin,
+        DB_TIME,
+        0,
+        then.value,
+        now.value,
+        matched_share=share if refused else None,
+        seconds=min(before.seconds, after.seconds),
     )

@@ -109,7 +109,11 @@ class Context:
         """Workload time now against the baseline: the answer to "faster or slower"."""
         if self.baseline is None:
             return None
-        return compare_workload(self.baseline.workload, self.summary.workload)
+        return compare_workload(
+            self.baseline.workload,
+            self.summary.workload,
+            self.thresholds.min_matched_statement_share,
+        )
 
     def reads_uncounted(self) -> bool:
         """Sessions waited on reads while pg_stat_io counted too few to judge: queries that
