@@ -202,6 +202,11 @@ def storage_saturated(params: Params, p: Params) -> Alert:
     )
 
 
+def indented(expr: str) -> str:
+    """`expr`'s lines after the first two spaces further in (it goes inside parentheses)."""
+    return expr.replace("\n", "\n  ")
+
+
 def worker_pool_saturated(params: Params, p: Params) -> Alert:
     utilization = rec(params, "pg_aio:io_worker_utilization")
     queue = (
@@ -221,7 +226,7 @@ def worker_pool_saturated(params: Params, p: Params) -> Alert:
     sized_by_hand = f"unless\n  {series(params, 'pg_settings_io_max_workers')}"
     pinned = (
         f"{rec(params, 'pg_aio:io_worker_pool_share')} >= {p['min_pool_share']}\n"
-        f"  and\n  (\n    {busy.replace(chr(10), chr(10) + '  ')}\n    or\n    {queueing.replace(chr(10), chr(10) + '  ')}\n  )"
+        f"  and\n  (\n    {indented(busy)}\n    or\n    {indented(queueing)}\n  )"
     )
     # One alert, several symptoms; the `signal` label tells them apart in the notification.
     return Alert(

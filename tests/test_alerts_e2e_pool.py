@@ -89,21 +89,21 @@ def test_shrinking_the_pool_under_load_raises_the_pool_alert(stack: WorkerStack)
     utilisation, worker samples over worker samples, follows the pool at once, and the pool
     alert fires (the issue saw it stay silent for minutes with the former denominator)."""
     server = stack.alerts[0].server
-    utilization = f"pg_aio:io_worker_utilization:rate{WINDOW}"
-    t = labels(target="default")
     set_io_workers(server, 3)
     stack.slow.set_delay(DELAY_US)
     with scanning(server.dsn(), OWN_TABLES[:3]):
         try:
-            shrink_under_load(stack, utilization, t)
+            shrink_under_load(stack)
         finally:
             stack.slow.set_delay(0)
             set_io_workers(server, None)
 
 
-def shrink_under_load(stack: WorkerStack, utilization: str, t: str) -> None:
+def shrink_under_load(stack: WorkerStack) -> None:
     """Quiet at three workers, then io_workers = 1 and the alert on every engine."""
     stacks, server = stack.alerts, stack.alerts[0].server
+    utilization = f"pg_aio:io_worker_utilization:rate{WINDOW}"
+    t = labels(target="default")
     exporter = stacks[0].exporter
     wait_for(
         lambda: exporter.scrape().get("pg_aio_io_workers", {}).get(t) == 3,
