@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from alerts.promql import (
+    ACTIVE,
     CLIENT_BACKEND,
     NOT_IO_WORKER,
     Scope,
@@ -22,6 +23,7 @@ from alerts.recording import (
     REGIME_LABELS,
     WRITES,
     Side,
+    class_limit,
     guard_words,
     indent,
     interval_series,
@@ -156,13 +158,12 @@ VOLUME_LIMITS = {
 
 
 def read_wait_share(params: Params, p: Params) -> str:
-    """Share of the sessions' active time (io workers aside) spent waiting on reads."""
+    """Share of the sessions' active time (promql.ACTIVE) spent waiting on reads."""
     sessions = rec(params, "pg_aio:active_sessions")
-    clients = NOT_IO_WORKER
-    reads = f'{{wait_event_type="IO", wait_event=~"{p["io_wait_events"]}", {clients}}}'
+    reads = f'{{wait_event_type="IO", wait_event=~"{p["io_wait_events"]}", {NOT_IO_WORKER}}}'
     return (
         f"sum {without(WAIT_LABELS)} (\n  {sessions}{reads}\n)\n/\n"
-        f"sum {without(WAIT_LABELS)} (\n  {sessions}{{{clients}}}\n)"
+        f"sum {without(WAIT_LABELS)} (\n  {sessions}{{{ACTIVE}}}\n)"
     )
 
 
@@ -194,7 +195,7 @@ def storage_saturated(params: Params, p: Params) -> Alert:
         "while the reads are slow for the target's storage class, slower per byte than "
         f"{p['latency_factor']}x {baseline_words(params, READS)}, or at the volume's configured "
         "limits: storage sets the pace.",
-        condition=f"share of active time (io workers excluded) waiting on "
+        condition=f"share of active time (io workers and sleeps excluded) waiting on "
         f"IO/{{{p['io_wait_events']}}} > {p['min_read_wait_share']}, and reads slow: wait "
         "per read above PgAioReadLatencyHigh's limit, or wait per byte > "
         f"{p['latency_factor']} x {baseline_words(params, READS)}, or reads/s or bytes/s >= "
@@ -303,28 +304,47 @@ def storage_saturated_by_writes(params: Params, p: Params) -> Alert:
         f"(\n{indent(mostly_above(params, 'PgAioWalSyncLatencyHigh', 'wal_sync_latency'), 4)}\n  )"
     )
     floor = params["alerts"]["PgAioWriteLatencyRegression"]["min_seconds_per_write"]
-    # One alert, two symptoms of slow writes; `signal` says which. The value is the sessions
+    # Without track_wal_io_timing (off by default) the time per WAL sync is known only from the
+    # samples (wal_sync_sampled); where the WAL is timed its measured latency judges instead.
+    min_syncs = params["alerts"]["PgAioWalSyncLatencyHigh"]["min_syncs_per_second"]
+    sampled = (
+        f"{rec(params, 'pg_aio_target:wal_sync_sampled_seconds')}\n"
+        f"      > on (target) group_left ()\n      {class_limit('seconds_per_sync')}\n"
+        f"    and\n    {rec(params, 'pg_aio_target:wal_syncs_per_second')} >= {min_syncs}\n"
+        f"    unless on (target)\n    {series(params, 'pg_settings_track_wal_io_timing')} == 1"
+    )
+    # One alert, three symptoms of slow writes; `signal` says which. The value is the sessions
     # waiting: the symptoms (x 0) lend their labels, the waiting sessions their value.
     return Alert(
         expr=f'(\n  label_replace({slow_sync}, "signal", "wal_sync", "", "")\n'
         f"  or\n  label_replace(\n    (\n{indent(latency_vs_baseline(params, WRITES), 6)}\n    )"
         f" > {p['latency_factor']}\n    and\n    {slower_than_page_cache(params)},\n"
-        '    "signal", "write_latency", "", ""\n  )\n) * 0\n'
+        '    "signal", "write_latency", "", ""\n  )\n'
+        f'  or\n  label_replace(\n    {sampled},\n    "signal", "wal_sync_sampled", "", ""\n  )\n'
+        ") * 0\n"
         f"+ on (target) group_left ()\n({waiting} > {p['min_write_wait_sessions']})",
         summary='Storage of {{ $labels.target }} is saturated by writes: {{ printf "%.1f" '
         "$value }} sessions waiting on writes.",
         description='On average {{ printf "%.1f" $value }} sessions wait on writes (IO/'
-        f"{{{p['write_wait_events']}}}, LWLock/{{{p['write_lock_events']}}}) over the last "
+        f"{{{p['write_wait_events']}|{p['wal_sync_events']}|{p['wal_wait_events']}}}, "
+        f"LWLock/{{{p['write_lock_events']}}}) over the last "
         f"{params['alert_window']}, while "
         '{{ if eq $labels.signal "wal_sync" }}WAL syncs take longer than '
-        "the storage class's seconds_per_sync{{ else }}write time per byte is above "
+        "the storage class's seconds_per_sync"
+        '{{ else if eq $labels.signal "wal_sync_sampled" }}WAL syncs take longer than the '
+        "storage class's seconds_per_sync by the samples (processes in IO/"
+        f"{{{p['wal_sync_events']}}} / WAL syncs per second; track_wal_io_timing is off)"
+        "{{ else }}write time per byte is above "
         f"{p['latency_factor']}x "
         f"{baseline_words(params, WRITES)}{{{{ end }}}}. Reads on the same volume slow down with"
         " them.",
         condition=f"average sessions waiting on writes > {p['min_write_wait_sessions']} and "
-        f"(time per WAL sync > {class_words(params, 'seconds_per_sync')} s or buffer write time"
+        f"(time per WAL sync > {class_words(params, 'seconds_per_sync')} s, or buffer write time"
         " per byte > "
-        f"{p['latency_factor']} x {baseline_words(params, WRITES)} at > {floor} s per write)",
+        f"{p['latency_factor']} x {baseline_words(params, WRITES)} at > {floor} s per write, or"
+        " with track_wal_io_timing off: processes sampled in "
+        f"IO/{{{p['wal_sync_events']}}} / WAL syncs per second > the storage class's "
+        f"seconds_per_sync at >= {min_syncs} syncs/s)",
     )
 
 
@@ -335,6 +355,21 @@ def track_io_timing_off(params: Params, p: Params) -> Alert:
         description="With track_io_timing off PostgreSQL records no read time: every latency "
         "panel and alert of pg_aio_exporter is blind for this target.",
         condition="track_io_timing = off",
+    )
+
+
+def track_wal_io_timing_off(params: Params, p: Params) -> Alert:
+    syncing = rec(params, "pg_aio_target:wal_syncs_per_second")
+    return Alert(
+        expr=f"{series(params, 'pg_settings_track_wal_io_timing')} == 0\n"
+        f"and on (target)\n{syncing} > 0",
+        summary="track_wal_io_timing is off on {{ $labels.target }}: WAL sync latency is not "
+        "measured.",
+        description="The server syncs WAL, but with track_wal_io_timing off (PostgreSQL's "
+        "default) it records no WAL write or sync time: PgAioWalSyncLatencyHigh and the "
+        "wal_sync signal of PgAioStorageSaturatedByWrites have no sample for this target, and "
+        "the time per sync is only estimated from the samples (the wal_sync_sampled signal).",
+        condition=f"track_wal_io_timing = off while WAL syncs/s ({params['alert_window']}) > 0",
     )
 
 
@@ -451,6 +486,7 @@ ALERTS: dict[str, Callable[[Params, Params], Alert]] = {
     "PgAioBackendsWritingBuffers": backends_writing_buffers,
     "PgAioStorageSaturatedByWrites": storage_saturated_by_writes,
     "PgAioTrackIoTimingOff": track_io_timing_off,
+    "PgAioTrackWalIoTimingOff": track_wal_io_timing_off,
     "PgAioSettingChanged": setting_changed,
     "PgAioPendingRestart": pending_restart,
     "PgAioStatsReset": stats_reset,

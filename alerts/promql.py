@@ -15,6 +15,10 @@ from pg_aio_exporter.vocabulary import IO_LABELS, WAIT_LABELS, WRITE_OPERATIONS
 # Matchers of the vocabulary's rows and backend types.
 CLIENT_BACKEND = f'backend_type="{vocabulary.CLIENT_BACKEND}"'
 NOT_IO_WORKER = f'backend_type!="{vocabulary.IO_WORKER}"'
+# The sampled processes whose time is the active time the storage judgement divides by: io
+# workers aside (they work for the others), and so are clients asleep (the sampler counts
+# no other process asleep): the report's Activity.active_sessions.
+ACTIVE = f'{NOT_IO_WORKER}, wait_event_type!="{vocabulary.SLEEP_WAIT_CLASS}"'
 # Shared buffers written back to their relation (not bulk rings, not WAL): who writes these
 # says whether the background writer keeps up.
 BUFFER_WRITES = (
@@ -87,6 +91,10 @@ def io_formulas(scope: Scope, *row: str, per_target: bool = False) -> dict[str, 
     read_bytes = total(scope.rate("pg_stat_io_read_bytes_total", *row), per_target)
     read_time = total(scope.rate("pg_stat_io_read_time_seconds_total", *row), per_target)
     hits = total(scope.rate("pg_stat_io_hits_total", *row), per_target)
+    # Hits count blocks, reads operations (on 18 of up to io_combine_limit blocks each): the
+    # blocks read are the bytes read in the server's block_size.
+    block_size = f"max_over_time({scope.range('pg_settings_block_size_bytes')})"
+    blocks_read = f"{read_bytes}\n/ ignoring ({', '.join(IO_LABELS)}) group_left ()\n{block_size}"
     # read_time is 0 while track_io_timing is off: a latency of 0 there would be a lie and
     # would drag down the regression baseline, so latency exists only for windows fully on.
     timing_on = f"min_over_time({scope.range('pg_settings_track_io_timing')}) == 1"
@@ -113,8 +121,8 @@ def io_formulas(scope: Scope, *row: str, per_target: bool = False) -> dict[str, 
         ),
         Formula(
             "hit_ratio",
-            "shared buffer hits / (hits + reads)",
-            f"{hits}\n/\n(({hits} + {reads}) > 0)",
+            "shared buffer hits / (hits + blocks read: read bytes / block_size)",
+            f"{hits}\n/\n(({hits} + {blocks_read}) > 0)",
         ),
     )
     return {f.name: f for f in formulas}
@@ -340,4 +348,24 @@ def write_wait_sessions(
         "write_wait_sessions",
         "average sessions waiting on writes (IO write and WAL waits, LWLock WALWrite)",
         f"sum {grouping} (\n{waits}\n)",
+    )
+
+
+def wal_sync_sampled(scope: Scope, sync_events: str) -> Formula:
+    """Time per WAL sync without track_wal_io_timing: the average processes (io workers aside)
+    in a WAL sync, sampled, over the WAL syncs per second (Little's law: the syncs in progress
+    are the rate times the time each takes)."""
+    syncing = per_sample(
+        scope,
+        "pg_aio_wait_event_samples_total",
+        WAIT_LABELS,
+        NOT_IO_WORKER,
+        'wait_event_type="IO"',
+        f'wait_event=~"{sync_events}"',
+    )
+    return Formula(
+        "wal_sync_sampled_seconds",
+        "time per WAL sync from the samples: processes in a WAL sync / WAL syncs per second",
+        f"sum {without(WAIT_LABELS)} (\n{syncing}\n)\n/\n"
+        f"({scope.rate('pg_aio_wal_syncs_total')} > 0)",
     )

@@ -24,6 +24,7 @@ from alerts.promql import (
     io_worker_queued_ios,
     io_worker_utilization,
     wal_formulas,
+    wal_sync_sampled,
     workload_formulas,
     write_formulas,
     write_wait_sessions,
@@ -155,11 +156,15 @@ def write_rules(params: Params, window: str) -> list[Recording]:
     """The write side per target: pg_stat_io's write operations, WAL, who writes, write waits."""
     scope = Scope(params["selector"], window)
     saturated = params["alerts"]["PgAioStorageSaturatedByWrites"]
+    io_write_events = "|".join(
+        saturated[k] for k in ("write_wait_events", "wal_sync_events", "wal_wait_events")
+    )
     formulas = [
         *write_formulas(scope, per_target=True).values(),
         *wal_formulas(scope).values(),
         backend_write_share(scope),
-        write_wait_sessions(scope, saturated["write_wait_events"], saturated["write_lock_events"]),
+        write_wait_sessions(scope, io_write_events, saturated["write_lock_events"]),
+        wal_sync_sampled(scope, saturated["wal_sync_events"]),
     ]
     return [
         Recording(f"pg_aio_target:{f.name}:rate{window}", "target", f.meaning, f.expr)

@@ -100,7 +100,7 @@ def relative_change(formula: Callable[[promql.Scope], str]) -> str:
 # The shipped thresholds, judging storage by the default storage class.
 SHIPPED = thresholds.load(path=THRESHOLDS)
 assert SHIPPED.writes is not None  # the shipped document has the write alerts
-WRITE_WAIT_EVENTS = "|".join(SHIPPED.writes.write_wait_events)
+WRITE_WAIT_EVENTS = "|".join(SHIPPED.writes.io_write_events)
 WRITE_LOCK_EVENTS = "|".join(SHIPPED.writes.write_lock_events)
 DEFAULT_CLASS = SHIPPED.storage.name
 MAX_WAL_SYNC = SHIPPED.storage.seconds_per_sync

@@ -4,6 +4,7 @@ passwords, one running io_method=io_uring on storage that can be slowed."""
 from __future__ import annotations
 
 import os
+import signal
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -62,6 +63,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order kept
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A shell starts a background job (`nohup make test > log 2>&1 &`, a script's `&`) with
+    SIGINT ignored, and an ignored signal stays ignored through fork and exec: every child the
+    suite starts would then ignore the Ctrl-C that stops it (harness.interrupt; issue 48).
+    Python's own handler instead: children start with the default, and this pytest stops on
+    Ctrl-C as in a terminal."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

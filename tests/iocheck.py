@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -159,15 +160,20 @@ def stood_still(before: IoRows, after: IoRows) -> bool:
 
 
 def one_interval(
-    dsn: str, exporter: Exporter, obs: psycopg.Connection[Any], poll: float
+    dsn: str,
+    exporter: Exporter,
+    obs: psycopg.Connection[Any],
+    poll: float,
+    work: Callable[[str], None] = burst,
 ) -> tuple[IoRows, IoRows, Samples]:
-    """pg_stat_io S1 == poll P1, a burst, S2 == poll P2, with exactly one poll between them."""
+    """pg_stat_io S1 == poll P1, `work` (a burst of reads on the server of `dsn`, its
+    connections closed when it returns), S2 == poll P2, with exactly one poll between them."""
     for _ in range(4):
         quiesce(dsn)
         first = exporter.wait_poll()
         p1 = max(first["pg_aio_exporter_last_poll_success_timestamp_seconds"].values())
         s1 = pg_stat_io(obs)
-        burst(dsn)
+        work(dsn)
         s2 = pg_stat_io(obs)
         second = exporter.wait_poll(after=p1)
         p2 = max(second["pg_aio_exporter_last_poll_success_timestamp_seconds"].values())
@@ -182,13 +188,20 @@ def check_one_interval(
     """A burst of reads within one poll interval: the gauges of at least the two read
     contexts equal the test's own math. Returns the scrape after it."""
     s1, s2, scraped = one_interval(dsn, exporter, obs, poll)
-    assert check_interval_gauges(s1, s2, scraped) >= 2
+    assert check_interval_gauges(s1, s2, scraped, block_size(obs)) >= 2
     return scraped
 
 
-def check_interval_gauges(s1: IoRows, s2: IoRows, scraped: Samples) -> int:
+def block_size(conn: psycopg.Connection[Any]) -> int:
+    """The server's block size in bytes, as the test reads it: what one hit counts."""
+    row = conn.execute("SHOW block_size").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def check_interval_gauges(s1: IoRows, s2: IoRows, scraped: Samples, block: int) -> int:
     """The four gauges equal the test's own math on S1 -> S2, and are absent where no reads
-    happened. Returns how many label sets had reads."""
+    happened; `block`: the server's block size. Returns how many label sets had reads."""
     moved = 0
     for key, now in s2.items():
         before = s1.get(key)
@@ -207,9 +220,12 @@ def check_interval_gauges(s1: IoRows, s2: IoRows, scraped: Samples) -> int:
         assert gauges["pg_aio_read_latency_seconds"] == rel(d_time / d_reads, rel=1e-9)
         assert gauges["pg_aio_read_seconds_per_byte"] == rel(d_time / d_bytes, rel=1e-9)
         assert gauges["pg_aio_read_size_bytes"] == rel(d_bytes / d_reads, rel=1e-9)
+        # Hits count blocks, reads operations (on 18 of many blocks): blocks read by bytes.
+        d_blocks = d_bytes / block
         # The exporter's own hit of the first poll may fall on either side of the test's read.
-        slack = OWN_HITS / (d_hits + d_reads) if key == OWN else 0.0
-        assert gauges["pg_aio_hit_ratio"] == rel(d_hits / (d_hits + d_reads), rel=1e-9, abs=slack)
+        slack = OWN_HITS / (d_hits + d_blocks) if key == OWN else 0.0
+        by_blocks = d_hits / (d_hits + d_blocks)
+        assert gauges["pg_aio_hit_ratio"] == rel(by_blocks, rel=1e-9, abs=slack)
     return moved
 
 

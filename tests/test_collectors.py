@@ -196,7 +196,8 @@ def test_pg_stat_io_interval_gauges(major: str) -> None:
         assert got["pg_aio_read_size_bytes"][key(row)] == pytest.approx(nbytes / reads)
         assert got["pg_aio_read_latency_seconds"][key(row)] == pytest.approx(seconds / reads)
         assert got["pg_aio_read_seconds_per_byte"][key(row)] == pytest.approx(seconds / nbytes)
-        assert got["pg_aio_hit_ratio"][key(row)] == pytest.approx(hits / (hits + reads))
+        # Hits count blocks (8192 bytes on the recording servers), reads operations.
+        assert got["pg_aio_hit_ratio"][key(row)] == pytest.approx(hits / (hits + nbytes / 8192))
         if row["context"] == "bulkread" and row["backend_type"] == "client backend":
             bulkread = nbytes / reads
     # Two sequential scans on slowed storage: 8 kB reads before 18, combined reads from 18.
@@ -421,6 +422,31 @@ def test_hidden_rows_are_reported_and_hide_the_io_workers() -> None:
     assert "pg_aio_io_workers" not in got, "unknown, not 0"
     assert got["pg_aio_wait_event_samples_total"] == {
         labels(**T, backend_type="client backend", wait_event_type="CPU", wait_event="CPU"): 1
+    }
+
+
+def test_sleeping_and_idle_processes_do_no_work() -> None:
+    """Issue 49: a spread checkpoint, a throttled autovacuum, pg_cron's idle launcher and a
+    logical walsender waiting for WAL are no active sessions; the checkpointer writing is, and
+    so is whatever a client or a parallel worker of its statement waits on."""
+    collector = activity.ActivityCollector()
+    rows = [
+        activity_row("checkpointer", None, "Timeout", "CheckpointWriteDelay", 1),
+        activity_row("autovacuum worker", None, "Timeout", "VacuumDelay", 1),
+        activity_row("pg_cron launcher", None, "Extension", "Extension", 1),
+        activity_row("walsender", "active", "Client", "WalSenderWaitForWal", 1),
+        activity_row("checkpointer", None, "IO", "DataFileWrite", 1),
+        activity_row("client backend", "active", "Timeout", "PgSleep", 1),
+        activity_row("parallel worker", "active", "Timeout", "VacuumDelay", 2),
+    ]
+    assert collector.observe(rows, 180006) is None
+    assert observed(collector)["pg_aio_wait_event_samples_total"] == {
+        labels(**T, backend_type=b, wait_event_type=c, wait_event=e): n
+        for b, c, e, n in (
+            ("checkpointer", "IO", "DataFileWrite", 1),
+            ("client backend", "Timeout", "PgSleep", 1),
+            ("parallel worker", "Timeout", "VacuumDelay", 2),
+        )
     }
 
 

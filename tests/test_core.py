@@ -95,6 +95,30 @@ def test_track_io_timing_off_hides_latency(
     assert scraped["pg_settings_track_io_timing"][labels(target="default")] == 1
 
 
+def test_sql_ascii_database_is_read_as_text(pg18: LocalServer) -> None:
+    """A database created with ENCODING 'SQL_ASCII' (initdb without a locale picks it): psycopg
+    hands such a connection's text columns over as bytes unless the client encoding is set,
+    and every collector's labels then failed as internal errors while pg_up said 1."""
+    with psycopg.connect(pg18.dsn(), autocommit=True) as conn:
+        conn.execute(
+            "CREATE DATABASE sqlascii ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C'"
+            " TEMPLATE template0"
+        )
+    exp = Exporter("--dsn", pg18.dsn(dbname="sqlascii"), "--poll-interval", f"{POLL}s")
+    try:
+        scraped = exp.wait_poll()
+        scraped = exp.wait_poll()
+        assert scraped["pg_up"][labels(target="default")] == 1
+        errors = scraped["pg_aio_exporter_poll_errors_total"]
+        assert not any(errors.values()), {k: v for k, v in errors.items() if v}
+        assert scraped["pg_stat_io_reads_total"], "no pg_stat_io series from a SQL_ASCII database"
+        assert scraped["pg_aio_io_method"][labels(target="default", io_method="worker")] == 1
+    finally:
+        exp.stop()
+        with psycopg.connect(pg18.dsn(), autocommit=True) as conn:
+            conn.execute("DROP DATABASE sqlascii")
+
+
 def test_exposition_is_clean_and_meets_the_contract(
     pg18: LocalServer, exporter: Exporter, obs: psycopg.Connection
 ) -> None:

@@ -90,6 +90,7 @@ CONTRACT: dict[str, frozenset[str]] = {
             "shared_buffers_bytes",
             "track_io_timing",
             "track_wal_io_timing",
+            "block_size_bytes",
         ]
     },
     "pg_aio_io_method": TARGET | {"io_method"},

@@ -19,7 +19,17 @@ from pathlib import Path
 import pytest
 
 from deploy_files import run
-from harness import REPO, Samples, assert_one_line, labels, parse, wait_for
+from harness import (
+    CTRL_C,
+    REPO,
+    Samples,
+    assert_one_line,
+    interrupt,
+    labels,
+    parse,
+    passes_in_background,
+    wait_for,
+)
 from pg_aio_exporter.demo import server as demo_server
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir, free_port
 from pgbins import DEBIAN_MAJOR, debian_release
@@ -70,10 +80,10 @@ def test_demo_serves_growing_bulkread_reads_and_cleans_up(tmp_path: Path) -> Non
 
 @contextlib.contextmanager
 def make_demo(
-    tmp_path: Path, *args: str, stop: signal.Signals = signal.SIGINT, until: str = "/metrics"
+    tmp_path: Path, *args: str, kill: signal.Signals | None = None, until: str = "/metrics"
 ) -> Iterator[str]:
     """`make demo DEMO_ARGS=...` until `until` is in its log (by default its URL is printed);
-    yields the URL, then sends `stop` to its process group (Ctrl-C by default) and checks that
+    yields the URL, then stops its process group, with Ctrl-C or else `kill`, and checks that
     the demo cleaned up after itself."""
     port = free_port()
     log_path = tmp_path / "demo.log"
@@ -96,12 +106,14 @@ def make_demo(
         url = f"http://127.0.0.1:{port}/metrics"
         yield url
     finally:
-        os.killpg(proc.pid, stop)
+        if kill is None:
+            interrupt(proc, group=True)
+        else:
+            os.killpg(proc.pid, kill)
         proc.wait(60)
-    # make itself ends by the signal, as under a terminal's Ctrl-C (or ignores it, as a
-    # background job does SIGINT); the demo must still have cleaned up after itself, without a
-    # traceback.
-    assert proc.returncode in (0, -stop)
+    # make itself ends by the signal, as under a terminal's Ctrl-C; the demo must still have
+    # cleaned up after itself, without a traceback.
+    assert proc.returncode in (0, -(kill or CTRL_C))
     text = log_path.read_text()
     assert "demo stopped, temp dir removed" in text, text
     assert "Traceback" not in text
@@ -113,13 +125,10 @@ def make_demo(
 def test_demo_cleans_up_when_killed_while_it_sets_up(tmp_path: Path) -> None:
     """`kill` (SIGTERM to its process group, as a shell's `kill %1` sends) while the demo
     creates its table: it stops its server and removes its temp dir, as on Ctrl-C."""
-    with make_demo(tmp_path, "--table-mb 400", stop=signal.SIGTERM, until="creating table"):
+    with make_demo(tmp_path, "--table-mb 400", kill=signal.SIGTERM, until="creating table"):
         assert "/metrics" not in (tmp_path / "demo.log").read_text(), "stopped too late"
 
 
-# A shell starts a background job (`nohup make test > log 2>&1 &`, cron, CI scripts) with these
-# ignored, and every child inherits that unless it sets its own handler.
-IGNORED = ("INT", "QUIT", "HUP")
 UNDER_IGNORED = (
     "tests/test_workload_time.py::test_pgbench_stops_when_the_report_is_done",
     "tests/test_demo.py::test_demo_cleans_up_when_killed_while_it_sets_up",
@@ -130,21 +139,7 @@ def test_suite_and_demo_stop_their_children_under_a_parent_ignoring_signals() ->
     """A part of the suite that stops pgbench, and `make demo` stopped by `kill`, run by a
     pytest whose parent ignores SIGINT, SIGQUIT and SIGHUP (`trap ''`, as a shell does for
     `nohup ... &`): they pass as in a terminal."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    pytest_run = shlex.join(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *UNDER_IGNORED]
-    )
-    result = subprocess.run(
-        ["sh", "-c", f"trap '' {' '.join(IGNORED)}; exec {pytest_run}"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=500,  # under pytest-timeout's 600 s, so that the failure is this one's
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert f"{len(UNDER_IGNORED)} passed" in result.stdout, result.stdout[-4000:]
+    passes_in_background(UNDER_IGNORED, timeout=500)
 
 
 def scrape(url: str) -> Samples:

@@ -68,6 +68,7 @@ class Rates:
     workers: int = 3
     busy: float = 0.3  # busy io workers
     queue: float = 0.0  # sessions on LWLock/AioWorkerSubmissionQueue
+    sleeping: float = 0.0  # client sessions asleep: a throttled VACUUM in Timeout/VacuumDelay
     pending: bool = False  # io_method awaits a restart
     reset: bool = False  # pg_stat_io reset ten minutes before the end
     max_workers: int | None = None  # io_max_workers: PostgreSQL 19, whose pool sizes itself
@@ -113,6 +114,12 @@ SCENARIOS = {
     # Slow from the first second (issue 30): 4 ms per 20 kB read, two sessions waiting; slow for
     # the default class (network-ssd), usual for hdd.
     "slow_from_the_start": (SLOW_START, SLOW_START),
+    # The same two sessions beside three clients running a throttled VACUUM, asleep in
+    # VacuumDelay: busy (DB time) but no active time, so still storage-bound (issue 49).
+    "slow_beside_sleeping_clients": (
+        replace(SLOW_START, sleeping=3.0),
+        replace(SLOW_START, sleeping=3.0),
+    ),
     "slow_from_the_start_on_hdd": (
         replace(SLOW_START, storage_class="hdd"),
         replace(SLOW_START, storage_class="hdd"),
@@ -162,6 +169,7 @@ def per_minute(phases: tuple[Rates, Rates], value: str) -> list[float]:
             "waiting": r.waiting,
             "cpu": r.cpu,
             "queue": r.queue,
+            "sleeping": r.sleeping,
             "busy": r.busy,
             "slots": float(r.workers),  # io workers seen, once a second
         }.get(value)
@@ -198,6 +206,8 @@ def input_series(target: str, phases: tuple[Rates, Rates]) -> list[dict[str, str
         ' wait_event_type="LWLock", wait_event="AioWorkerSubmissionQueue"}': "queue",
         f'pg_aio_wait_event_samples_total{{{t}, backend_type="client backend",'
         ' wait_event_type="CPU", wait_event="CPU"}': "cpu",
+        f'pg_aio_wait_event_samples_total{{{t}, backend_type="client backend",'
+        ' wait_event_type="Timeout", wait_event="VacuumDelay"}': "sleeping",
         f"pg_aio_io_workers{{{t}}}": "workers",
         f"pg_aio_io_worker_busy_samples_total{{{t}}}": "busy",
         f"pg_aio_io_worker_samples_total{{{t}}}": "slots",
@@ -276,6 +286,7 @@ def summary(rates: Rates, minutes: int, *, resets: tuple[float, ...] = ()) -> Su
                     rates.queue * samples
                 ),
                 ("client backend", "CPU", "CPU"): round(rates.cpu * samples),
+                ("client backend", "Timeout", "VacuumDelay"): round(rates.sleeping * samples),
             },
             io_workers=rates.workers,
             io_worker_slots=rates.workers * samples,
@@ -306,6 +317,7 @@ def test_storage_classes_judge_the_same_reads_apart() -> None:
     read is usual for the default class and slow for nvme."""
     both = {"PgAioReadLatencyHigh", "PgAioStorageSaturated"}
     assert expected_alerts("slow_from_the_start") == both
+    assert expected_alerts("slow_beside_sleeping_clients") == both
     assert expected_alerts("slow_from_the_start_on_hdd") == set()
     assert expected_alerts("slow_storage_on_nvme") == {"PgAioReadLatencyHigh"}
     assert "PgAioReadLatencyHigh" not in expected_alerts("slow_storage")
@@ -373,6 +385,7 @@ WRITE_ALERT_OF = {
     "write_latency_regression": "PgAioWriteLatencyRegression",
     "backends_writing_buffers": "PgAioBackendsWritingBuffers",
     "storage_saturated_by_writes": "PgAioStorageSaturatedByWrites",
+    "track_wal_io_timing_off": "PgAioTrackWalIoTimingOff",
 }
 # The IO wait of a session waiting for its WAL flush, by version: 17 renamed 14-16's WALSync
 # (the recorded samples show that rename on other events: IPC/BufferIO on 16, BufferIo on 17).
@@ -399,6 +412,7 @@ class Writing:
     sync_waiting: float = 0.2  # client sessions on IO/WalSync (WALSync on 16)
     flush_queue: float = 0.1  # client sessions on LWLock/WALWrite, behind another's flush
     wal_reads: float = 0.0  # 18: WAL read by client backends (pg_stat_io object wal), 20 ms each
+    wal_timed: bool = True  # track_wal_io_timing on: else no WAL sync time is counted
 
 
 WRITING = Writing()
@@ -409,6 +423,19 @@ WRITE_SCENARIOS = {
     "w_fsync_slower": (
         replace(WRITING, syncs=4822, sync_wait=0.0002, sync_waiting=0.3),
         replace(WRITING, syncs=169, sync_wait=0.0102, sync_waiting=1.6, flush_queue=0.2),
+    ),
+    # The same on a stock server (track_wal_io_timing off): no sync time, judged by the syncs
+    # in progress the samples saw, 1.6 sessions at 169 syncs/s: 9.5 ms a sync.
+    "w_fsync_slower_untimed": (
+        replace(WRITING, syncs=4822, sync_wait=0.0002, sync_waiting=0.3, wal_timed=False),
+        replace(
+            WRITING,
+            syncs=169,
+            sync_wait=0.0102,
+            sync_waiting=1.6,
+            flush_queue=0.2,
+            wal_timed=False,
+        ),
     ),
     # Too few to judge: slow syncs below min_syncs_per_second, and client backends writing
     # 80% of the buffers at 8/s (below min_backend_writes_per_second).
@@ -453,7 +480,7 @@ def per_second(w: Writing) -> dict[tuple[str, str], float]:
         ("wal", "reads"): w.wal_reads,
         ("wal", "read_time"): w.wal_reads * 0.020 * 1000,
         ("pg_stat_wal", "syncs"): w.syncs,
-        ("pg_stat_wal", "sync_time"): w.syncs * w.sync_wait * 1000,
+        ("pg_stat_wal", "sync_time"): w.syncs * w.sync_wait * 1000 if w.wal_timed else 0.0,
     }
 
 
@@ -466,10 +493,19 @@ ROWS = {
 }
 
 
-def rows_at(major: str, seconds: float, counts: dict[tuple[str, str], float]) -> dict[str, Any]:
-    """The recorded poll of `major`, `seconds` later: NORMAL's reads and `counts` added."""
+def rows_at(
+    major: str, seconds: float, counts: dict[tuple[str, str], float], wal_timed: bool = True
+) -> dict[str, Any]:
+    """The recorded poll of `major`, `seconds` later: NORMAL's reads and `counts` added;
+    track_wal_io_timing off unless `wal_timed`."""
     template = recorded.load(major)["polls"][1]
     polled: dict[str, Any] = {**template, "pg_stat_io": [], "pg_stat_wal": []}
+    polled["settings"] = [
+        {**row, "setting": "on" if wal_timed else "off"}
+        if row["name"] == "track_wal_io_timing"
+        else row
+        for row in template["settings"]
+    ]
     for recorded_row in template["pg_stat_io"]:
         row = dict(recorded_row)
         key = (row["backend_type"], row["object"], row["context"])
@@ -492,7 +528,7 @@ def rows_at(major: str, seconds: float, counts: dict[tuple[str, str], float]) ->
                     added[size] = added[ops] * BUFFER_SIZE
         for column, n in added.items():
             row[column] = (row[column] or 0.0) + n
-    wal = dict(template["pg_stat_wal"][0])
+    wal = dict(template["pg_stat_wal"][0], track_wal_io_timing=wal_timed)
     polled["pg_stat_wal"] = [wal]
     wal["syncs"] += counts[("pg_stat_wal", "syncs")]
     wal["sync_time"] += counts[("pg_stat_wal", "sync_time")]
@@ -574,7 +610,7 @@ def replay(major: str, name: str, phases: tuple[Writing, Writing]) -> Replay:
             for phase, (start, end) in phase_spans.items():
                 if start < minute <= end:
                     sampled[phase].observe(sample, version)
-        polled = rows_at(major, 60.0 * minute, counts)
+        polled = rows_at(major, 60.0 * minute, counts, w.wal_timed)
         for selector, value in exposed(f"{name}_{major}", collectors, polled, exporter):
             series.setdefault(selector, ["_"] * minute).append(value)
         for phase, (start, end) in phase_spans.items():
@@ -618,6 +654,11 @@ def test_every_write_alert_is_exercised_both_ways(replayed: dict[tuple[str, str]
         assert expected_write_alerts(replayed[(major, "w_fsync_slower")]) == {
             "PgAioWalSyncLatencyHigh",
             "PgAioStorageSaturatedByWrites",
+        }, major
+        # On a stock server: the saturation by its sampled syncs, and the timing that is off.
+        assert expected_write_alerts(replayed[(major, "w_fsync_slower_untimed")]) == {
+            "PgAioStorageSaturatedByWrites",
+            "PgAioTrackWalIoTimingOff",
         }, major
 
 

@@ -3,10 +3,14 @@ report's own formula over what happened since the point before."""
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import pytest
 
 from pg_aio_exporter.collectors.intervals import NO_WRITES, ReadCounters, WriteCounters
 from pg_aio_exporter.report import series
+from pg_aio_exporter.report.runner import in_spans
 from pg_aio_exporter.report.series import MAX_POINTS, PollTotal, SeriesRecorder
 
 pytestmark = pytest.mark.unit
@@ -111,3 +115,29 @@ def test_short_intervals_at_the_ends_are_merged() -> None:
     out = series.polls_json(points, None)
     assert out["at_seconds"] == [10.3, 20.3, 30.4]
     assert out["read_bytes_per_second"] == rounded([MIB, MIB, (10.1 + 5) * MIB / 10.1])
+
+
+class Counted(float):
+    """A span's start that counts the comparisons made with it."""
+
+    made = 0
+
+    def __lt__(self, other: object) -> bool:
+        Counted.made += 1
+        return float(self) < float(other)  # type: ignore[arg-type]
+
+
+def test_samples_are_placed_in_the_polls_spans_in_n_log_n() -> None:
+    """A 24 h window sampled every second, read every 15 s, with a stats reset's gap: each
+    sample is found in its span (or the gap) as a scan of every span finds it, with at most
+    log2(spans) + 2 comparisons a sample (the scan made spans x samples: minutes of CPU)."""
+    reads = [15.0 * i for i in range(5761)]
+    spans = [(Counted(a), u) for a, u in itertools.pairwise(reads) if not 3600 <= a < 3630]
+    points = [(0.5 * i, i % 7) for i in range(2 * 86_400)]
+    Counted.made = 0
+    found = in_spans(points, spans)
+    assert Counted.made <= len(points) * (math.log2(len(spans)) + 2)
+    # The same as the scan, on every 97th sample (all of them would be the quadratic run).
+    some = points[::97]
+    assert in_spans(some, spans) == [n for t, n in some if any(a < t <= u for a, u in spans)]
+    assert len(found) == len(points) - 1 - 2 * 30  # none at 0, none in the gap's 30 s

@@ -47,6 +47,7 @@ T = Thresholds(
     # PgAioReadLatencyHigh: 5 ms plus the read size at 125 MiB/s (8 kB: 5.0625 ms), a class of
     # this file's own between the shipped network-ssd and hdd.
     storage=StorageClass("slow-ssd", 0.005, 125 * KB * KB, 0.005),
+    min_slow_read_share=0.16,
     io_wait_events=("DataFileRead", "AioIoCompletion"),
     min_read_wait_share=0.5,
     latency_factor=2,
@@ -68,6 +69,7 @@ T = Thresholds(
         "no_read_activity": "info",
         "reads_not_yet_counted": "info",
         "wait_per_read_rose_with_read_size": "info",
+        "baseline_not_a_storage_signal": "info",
         "io_uring_available": "info",
     },
     max_uncombined_read_size_bytes=10 * KB,
@@ -85,6 +87,7 @@ SETTINGS_18 = {
     "io_max_concurrency": 64,
     "shared_buffers_bytes": 128 * KB * KB,
     "track_io_timing": 1,
+    "block_size_bytes": 8192,
 }
 
 
@@ -153,7 +156,7 @@ HEALTHY = {BULK: reads(200_000, 24 * KB, 0.1, hits=50_000)}
 def snap(
     rows: dict[LabelKey, ReadCounters], reset: float = 1.0, start: float = 5.0, timing: bool = True
 ) -> Snapshot:
-    return Snapshot(rows, reset, start, timing)
+    return Snapshot(rows, reset, start, timing, 8192)
 
 
 def test_window_sums_intervals_and_skips_resets_and_restarts() -> None:
@@ -206,7 +209,8 @@ def test_read_figures_over_the_window() -> None:
     assert figures.size_bytes == 24 * KB
     assert figures.latency_seconds == pytest.approx(0.1 * MS)
     assert figures.seconds_per_byte == pytest.approx(0.1 * MS / (24 * KB))
-    assert figures.hit_ratio == pytest.approx(50_000 / 250_000)
+    # By blocks: 200,000 reads of 24 kB are 600,000 blocks of 8 kB beside 50,000 hits.
+    assert figures.hit_ratio == pytest.approx(50_000 / 650_000)
     assert total.wait_sessions == pytest.approx(200_000 * 0.1 * MS / 100)
 
 
@@ -388,6 +392,32 @@ def test_storage_saturated_against_a_baseline(before_ms: float, fires: bool) -> 
         assert ids["storage_saturated"].evidence["baseline_seconds_per_byte"] == pytest.approx(
             0.010 / (8 * KB)
         )
+
+
+@pytest.mark.parametrize(
+    ("then", "signal"),
+    [
+        (server(version="18.4", version_num=180004), True),  # a minor update: the same regime
+        (server(version="17.10", version_num=170010, io_method=None), False),
+        (server(io_method="sync"), False),
+    ],
+)
+def test_a_baseline_of_another_regime_is_no_storage_signal(then: ServerFacts, signal: bool) -> None:
+    """The same windows as above (5x the baseline's wait per byte, within the class's limit):
+    a baseline from another major version or io_method is left out, as the rules' regime label
+    leaves it out (issue 49), and the report says so instead."""
+    disk = replace(T, storage=StorageClass("disk", 0.030, 100 * KB * KB, 0.03))
+    baseline = summary({BULK: reads(2_000, 8 * KB, 5)}, facts=then)
+    ids = found(summary(SLOW, act=activity(waits={CLIENT_IO: 300})), baseline, t=disk)
+    assert ("storage_saturated" in ids) is signal
+    assert ("baseline_not_a_storage_signal" in ids) is not signal
+    if not signal:
+        left_out = ids["baseline_not_a_storage_signal"]
+        assert left_out.severity == "info"
+        assert left_out.evidence["baseline_version"] == then.version
+        assert left_out.evidence["baseline_io_method"] == then.io_method
+        assert left_out.evidence["left_out"] == ["reads wait 5.00x the baseline's per MiB"]
+        assert f"the baseline ran PostgreSQL {then.version}" in left_out.summary
 
 
 def test_storage_busy_but_fast_is_not_saturated() -> None:

@@ -20,7 +20,7 @@ from pg_aio_exporter.collectors.pg_stat_database import (
 )
 from pg_aio_exporter.collectors.pg_stat_statements import StatementCounters, fingerprint
 from pg_aio_exporter.report import document, reload, text
-from pg_aio_exporter.report.outcome import judge
+from pg_aio_exporter.report.outcome import exit_code, judge
 from pg_aio_exporter.report.runner import WorkloadWindow
 from pg_aio_exporter.report.workload import DB_TIME, STATEMENTS, StatementWindow, Workload
 from test_report_unit import BULK, KB, PG17, T, reads, server, summary
@@ -136,6 +136,27 @@ def test_more_read_wait_per_byte_of_a_workload_too_close_to_call_claims_no_speed
     assert "was not slower (0.89x of the baseline's time, " in finding.summary
     assert "while the workload was not slower" in report.verdict.reads
     assert "ran faster" not in report.verdict.reads
+
+
+def test_more_read_wait_per_byte_of_an_undecided_workload_stays_a_regression() -> None:
+    """40 scans a window, 560 ms a call before and 500 now: 0.89x, but with so few calls its
+    90% interval reaches well above 1 (a slowdown of up to ~1.3x is inside it). The point ratio
+    below 1 shows nothing, so the read wait regression keeps its severity (issue 49), says the
+    workload comparison is undecided, and `--fail-on warning` fails the run."""
+    base = summary(
+        {BULK: reads(100_000, 8 * KB, 0.05)}, facts=PG17, workload=work(stmt(SCAN, 40, 560))
+    )
+    now = summary({BULK: reads(33_000, 24 * KB, 0.05 * 3 * 4)}, workload=work(stmt(SCAN, 40, 500)))
+    report = judge(now, T, base)
+    assert report.workload is not None and report.workload.claim is None
+    assert report.workload.time_ratio == pytest.approx(500 / 560)
+    assert report.workload.interval[1] > 1.2
+    finding = {f.id: f for f in report.findings}["read_latency_regression"]
+    assert finding.severity == "warning"
+    assert "The workload comparison is undecided (0.89x of the baseline's time, " in finding.summary
+    assert "Nothing to fix" not in finding.advice and "not slower" not in finding.summary
+    assert "a read wait regression" in report.verdict.reads
+    assert exit_code(report, "warning") == 1
 
 
 def test_within_the_factor_is_no_regression() -> None:
@@ -275,3 +296,14 @@ def test_db_time_needs_ten_workload_transactions_however_many_the_report_made(
     assert work.transactions == counted
     if counted is not None:
         assert work.db_time_per_transaction == pytest.approx(2.0 * 20 / counted)
+
+
+def test_the_text_report_prints_no_control_character() -> None:
+    """A SQL comment may hold terminal escapes (a title change, a screen clear, a bidi
+    override): the statement's text is shown, its control characters are not sent."""
+    hostile = "SELECT 1 /* \x1b]0;owned\x07 \x1b[2J \u202e \x9b31m */ FROM t"
+    report = judge(summary(workload=work(stmt(hostile, 100, 10))), T, summary(workload=BASE))
+    out = text.render(report, T)
+    assert "SELECT 1 /*" in out
+    assert not [ch for ch in out if ch != "\n" and (ch < " " or "\x7f" <= ch <= "\x9f")]
+    assert "\u202e" not in out and "\ufffd]0;owned\ufffd" in out

@@ -49,8 +49,12 @@ ADDED_SINCE_REFERENCE = frozenset(
             f"pg_aio_bgwriter_{n}_total"
             for n in ("buffers_clean", "maxwritten_clean", "buffers_alloc")
         ),
+        "pg_settings_block_size_bytes",
     }
 )
+# Rendered otherwise since, on purpose: the hit ratio counts blocks (issue 49), its values
+# checked against the rows in test_collectors.py.
+CHANGED_SINCE_REFERENCE = frozenset({"pg_aio_hit_ratio"})
 
 
 def without_families(body: bytes, names: frozenset[str]) -> bytes:
@@ -76,7 +80,10 @@ def test_recorded_state_renders_the_reference_bytes(major: str) -> None:
     is compared apart."""
     reference = (recorded.FIXTURES / "exposition" / f"pg{major}.prom").read_bytes()
     body = recorded.replay(major)
-    assert without_families(body, ADDED_SINCE_REFERENCE) == reference
+    changed = CHANGED_SINCE_REFERENCE
+    assert without_families(body, ADDED_SINCE_REFERENCE | changed) == without_families(
+        reference, changed
+    )
 
     def names(text: bytes) -> set[str]:
         return {

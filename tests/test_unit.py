@@ -30,16 +30,32 @@ def snap(
     reset: float = 1.0,
     start: float = 10.0,
     timing: bool = True,
+    block_size: float = 8192,
 ) -> Snapshot:
-    return Snapshot({KEY: ReadCounters(reads, nbytes, ms, hits)}, reset, start, timing)
+    return Snapshot({KEY: ReadCounters(reads, nbytes, ms, hits)}, reset, start, timing, block_size)
 
 
 def test_interval_values() -> None:
+    # PostgreSQL 18-like: 20 read operations of 128 kB (16 blocks each) and 60 hits.
     got = interval_reads(snap(10, 81920, 5.0, 100), snap(30, 81920 + 20 * 131072, 45.0, 160))
     iv = got[KEY]
     assert iv.latency_seconds == pytest.approx(0.040 / 20)
     assert iv.seconds_per_byte == pytest.approx(0.040 / (20 * 131072))
     assert iv.size_bytes == 131072
+    # By blocks: 60 hits of 60 + 320 blocks asked for (not 60 / (60 + 20) operations).
+    assert iv.hit_ratio == pytest.approx(60 / 380)
+
+
+def test_hit_ratio_counts_blocks_of_the_servers_block_size() -> None:
+    # A server built with 16 kB blocks: 20 reads of 128 kB are 160 blocks.
+    before = snap(10, 81920, 5.0, 100, block_size=16384)
+    after = snap(30, 81920 + 20 * 131072, 45.0, 160, block_size=16384)
+    assert interval_reads(before, after)[KEY].hit_ratio == pytest.approx(60 / 220)
+
+
+def test_hit_ratio_of_one_block_reads_is_hits_over_hits_and_reads() -> None:
+    # PostgreSQL 16/17: every read is one block (read_bytes = reads x op_bytes).
+    iv = interval_reads(snap(10, 81920, 5.0, 100), snap(30, 245760, 45.0, 160))[KEY]
     assert iv.hit_ratio == pytest.approx(60 / 80)
 
 

@@ -243,7 +243,7 @@ def test_write_waits_count_by_the_names_the_server_reports(stack: Stack) -> None
     assert counted.get("/".join(own), 0) > 0 and counted.get("/".join(queue), 0) > 0, counted
     # The names the report counts on this server: its own spelling of the WAL sync, never the
     # other version's.
-    named = summary.activity.wait_events.named(shipped.write_wait_events, "IO")
+    named = summary.activity.wait_events.named(shipped.wal_sync_events, "IO")
     assert named & {("IO", name) for name in WAL_SYNC.values()} == {own}, sorted(named)
     if server is None:
         return

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -32,6 +31,7 @@ import psycopg
 import pytest
 
 import pgbins
+from harness import terminate_for_stderr
 from pg_aio_exporter.demo.server import LocalServer
 from test_workload_time import measure, start
 
@@ -93,8 +93,7 @@ def under(
     try:
         result = run()
     finally:
-        bench.send_signal(signal.SIGINT)
-        _, progress = bench.communicate(timeout=30)
+        progress = terminate_for_stderr(bench)
     return result, progress
 
 

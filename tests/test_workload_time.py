@@ -33,6 +33,7 @@ import psycopg
 import pytest
 
 import pgbins
+from harness import terminate_for_stderr
 from pg_aio_exporter import thresholds
 from pg_aio_exporter.demo import iouring
 from pg_aio_exporter.demo.server import LocalServer
@@ -148,9 +149,23 @@ def measure(
     """pgbench and the report over the same seconds: pgbench runs around the report's window
     and its latency is taken over that window alone."""
     sql, clients, sample_interval = SCRIPTS[workload]
+    return measure_script(
+        server, (sql, clients, sample_interval), saved, seconds, RATES.get(workload)
+    )
+
+
+def measure_script(
+    server: LocalServer,
+    script_run: tuple[str, int, str],
+    saved: Path,
+    seconds: float = REPORT_SECONDS,
+    rate: int | None = None,
+) -> Run:
+    """measure() of a pgbench script of its own: (sql, clients, the report's --sample-interval)."""
+    sql, clients, sample_interval = script_run
     script = saved.with_suffix(".sql")
     script.write_text(sql)
-    bench = pgbench(server, script, clients, RATES.get(workload), seconds)
+    bench = pgbench(server, script, clients, rate, seconds)
     try:
         result = subprocess.run(
             [
@@ -164,10 +179,8 @@ def measure(
             check=False,
         )
     finally:
-        # SIGTERM: a background job (`nohup make test &`) starts with SIGINT ignored, and
-        # pgbench inherits that (tests/test_demo.py runs this under such a parent).
-        bench.terminate()
-        _, progress = bench.communicate(timeout=30)
+        # tests/test_demo.py runs this under a parent that ignores SIGINT, as `nohup ... &`.
+        progress = terminate_for_stderr(bench)
     assert result.returncode == 0, result.stderr
     summary = reload.load_baseline(str(saved))
     latency, lag = latency_over(progress, summary.started_at, summary.ended_at)

@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir
 from pgbins import DEBIAN_MAJOR, bin_dir, debian_release
 from slowwrite import SlowWrites
 from test_alerts_e2e_io_uring import every_value
+from victoriametrics import engine
 
 pytestmark = pytest.mark.integration
 
@@ -570,3 +572,110 @@ def test_backends_writing_and_slow_writes_fire_and_resolve(tmp_path: Path) -> No
         # Judged by the shim's own delay: each slowed write waits at least that long.
         assert (slowed["ms_per_write"] or 0) >= 0.8 * WRITE_DELAY_US / 1e3, measured
         assert (healthy["ms_per_write"] or 1) < 0.1 * WRITE_DELAY_US / 1e3, measured
+
+
+# -- a stock server: track_wal_io_timing at its default, off -------------------------------------
+
+# PostgreSQL's defaults but for what the product's setup asks (track_io_timing) and what the
+# suite's servers turn off (fsync): track_wal_io_timing stays off, so no WAL sync is timed.
+STOCK_SETTINGS = {"fsync": "on", "track_io_timing": "on", "shared_buffers": "128MB"}
+UNTIMED_DELAY_US = 10_000  # issue 30's incident: every fsync 10 ms slower
+SCRAPE = "15s"
+HEALTHY_SECONDS = 45  # three scrapes of the healthy load before the incident
+UNTIMED = '{target="default"}'
+
+
+def test_stock_server_slow_fsyncs_alert_without_wal_timing(tmp_path: Path) -> None:
+    """A stock 18 under pgbench TPC-B (4 clients), every fsync 10 ms slower after a healthy
+    start, watched as in production: the shipped rules generated for 15 s scrapes, Prometheus 2
+    scraping the exporter (its default poll and sample intervals) every 15 s. With no WAL
+    timing the WAL sync alert has nothing to judge; PgAioStorageSaturatedByWrites must go
+    pending on its wal_sync_sampled signal (the processes sampled in a WAL sync over the syncs
+    per second) within 2 minutes of the slowdown, PgAioTrackWalIoTimingOff must say why the
+    WAL is not timed, and a report over the slow phase must name the writes."""
+    server = LocalServer.create(settings=STOCK_SETTINGS)
+    exporter = None
+    prom = None
+    try:
+        slow = SlowWrites(server)
+        server.start()
+        dsn = server.dsn()
+        pgbench("-i", "-s", "2", "-q", dsn)
+        rules = short_rules(tmp_path, {"scrape_interval": SCRAPE})
+        exporter = Exporter("--dsn", dsn)
+        prom = engine("2", [f"127.0.0.1:{exporter.port}"], rules, interval=SCRAPE)
+
+        def value(expr: str) -> float | None:
+            assert prom is not None
+            result = prom.query(expr)
+            return float(result[0]["value"][1]) if result else None
+
+        def sampled() -> float | None:
+            return value(f"pg_aio_target:wal_sync_sampled_seconds:rate5m{UNTIMED}")
+
+        def pending(name: str, signal: str | None = None) -> bool:
+            assert prom is not None
+            return any(
+                a["labels"]["alertname"] == name
+                and (signal is None or a["labels"].get("signal") == signal)
+                for a in prom.alerts()
+            )
+
+        # seconds since the phase began, time per WAL sync by the samples, WAL syncs/s
+        watched: list[tuple[float, float | None, float | None]] = []
+
+        def watch(since: float) -> None:
+            syncs = value(f"pg_aio_target:wal_syncs_per_second:rate5m{UNTIMED}")
+            watched.append((round(time.monotonic() - since), sampled(), syncs))
+
+        pending_after = None
+        with Bench(dsn, phase="healthy") as bench:
+            healthy_since = time.monotonic()
+            wait_for(sampled, 90, "the time per WAL sync by the samples", every=1)
+            while time.monotonic() - healthy_since < HEALTHY_SECONDS:
+                time.sleep(5)
+            watch(healthy_since)
+            healthy_pending = pending("PgAioStorageSaturatedByWrites")
+
+            slow.set_delay(UNTIMED_DELAY_US)
+            bench.phase = "slow"
+            slow_since = time.monotonic()
+            # The report over the slow phase runs beside the watch, not before it.
+            with ThreadPoolExecutor(1) as pool:
+                reported = pool.submit(report, dsn, "--duration", "30s")
+                while time.monotonic() - slow_since < 150:
+                    if pending("PgAioStorageSaturatedByWrites", "wal_sync_sampled"):
+                        pending_after = time.monotonic() - slow_since
+                        break
+                    watch(slow_since)
+                    time.sleep(5)
+                doc = reported.result()
+            watch(slow_since)
+            timing_off = pending("PgAioTrackWalIoTimingOff")
+            wal_sync_alert = pending("PgAioWalSyncLatencyHigh")
+    finally:
+        if prom:
+            prom.stop()
+        if exporter:
+            exporter.stop()
+        server.destroy()
+    fast, slowed = bench.median("healthy"), bench.median("slow")
+    finding: dict[str, Any] = next(
+        (f for f in doc["findings"] if f["id"] == "storage_saturated_by_writes"), {}
+    )
+    print(
+        f"\nstock 18, fsync +10 ms, 15 s scrapes: (seconds, s per sync sampled, syncs/s)"
+        f" {watched}; PgAioStorageSaturatedByWrites pending after {pending_after} s;"
+        f" pgbench healthy {fast}, slow {slowed}; report's s per sync sampled"
+        f" {finding.get('evidence', {}).get('sampled_seconds_per_sync')}, write wait sessions"
+        f" {doc['writes']['write_wait_sessions']}, findings {[f['id'] for f in doc['findings']]}"
+    )
+    assert pending_after is not None and pending_after <= 120, watched
+    assert not healthy_pending, f"saturated by writes under the healthy load: {watched}"
+    assert timing_off, "PgAioTrackWalIoTimingOff not even pending"
+    assert not wal_sync_alert, "the WAL sync alert judged syncs nobody timed"
+    # The client's stopwatch: the incident made the commits slower.
+    assert slowed.latency_ms > 2 * fast.latency_ms, (fast, slowed)
+    ids = {f["id"] for f in doc["findings"]}
+    assert {"storage_saturated_by_writes", "track_wal_io_timing_off"} <= ids, doc["findings"]
+    assert doc["verdict"]["storage"].startswith("Storage is saturated by writes"), doc["verdict"]

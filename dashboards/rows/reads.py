@@ -58,7 +58,8 @@ def panels(g: Grid) -> list[Item]:
         g.place(
             graph(
                 "Buffer hit ratio",
-                f"hits / (hits + reads) {OVER} (as pg_aio:hit_ratio). Near 100% almost "
+                f"hits / (hits + blocks read) {OVER} (as pg_aio:hit_ratio), blocks read = "
+                "bytes read / block_size: on 18 one read covers many blocks. Near 100% almost "
                 "nothing is read from storage, so io_method and AIO settings cannot matter "
                 "much for that row.",
                 [Q(io_figure("hit_ratio"), ROW_LEGEND)],

@@ -63,15 +63,23 @@ class WriteThresholds:
 
     max_seconds_per_sync: float  # PgAioWalSyncLatencyHigh: the storage class's seconds_per_sync
     min_syncs_per_second: float
+    min_slow_sync_share: float  # of the intervals with syncs, those above the limit
     regression_factor: float  # PgAioWriteLatencyRegression: per-byte write time x baseline's
     min_write_ops_per_second: float
     min_seconds_per_write: float  # writes this fast (page cache) are not judged
     max_backend_share: float  # PgAioBackendsWritingBuffers
     min_backend_writes_per_second: float
-    write_wait_events: tuple[str, ...]  # PgAioStorageSaturatedByWrites: IO waits ...
-    write_lock_events: tuple[str, ...]  # ... and LWLock waits (both in the file's order)
+    write_wait_events: tuple[str, ...]  # PgAioStorageSaturatedByWrites: data file IO waits,
+    wal_sync_events: tuple[str, ...]  # WAL syncs,
+    wal_wait_events: tuple[str, ...]  # other WAL IO waits ...
+    write_lock_events: tuple[str, ...]  # ... and LWLock waits (each in the file's order)
     min_write_wait_sessions: float
     latency_factor: float
+
+    @property
+    def io_write_events(self) -> tuple[str, ...]:
+        """Every IO wait on writes, the data files' and the WAL's."""
+        return self.write_wait_events + self.wal_sync_events + self.wal_wait_events
 
     @property
     def baseline(self) -> BaselineSettings:
@@ -87,12 +95,15 @@ class WriteThresholds:
         return cls(
             max_seconds_per_sync=storage.seconds_per_sync,
             min_syncs_per_second=float(wal["min_syncs_per_second"]),
+            min_slow_sync_share=float(wal["min_share"]),
             regression_factor=float(regression["factor"]),
             min_write_ops_per_second=float(regression["min_write_ops_per_second"]),
             min_seconds_per_write=float(regression["min_seconds_per_write"]),
             max_backend_share=float(backends["max_backend_share"]),
             min_backend_writes_per_second=float(backends["min_backend_writes_per_second"]),
             write_wait_events=events(saturated["write_wait_events"]),
+            wal_sync_events=events(saturated["wal_sync_events"]),
+            wal_wait_events=events(saturated["wal_wait_events"]),
             write_lock_events=events(saturated["write_lock_events"]),
             min_write_wait_sessions=float(saturated["min_write_wait_sessions"]),
             latency_factor=float(saturated["latency_factor"]),
@@ -105,6 +116,7 @@ class Thresholds:
     min_read_ops_per_second: float  # below this, latency is noise and nothing is judged
     regression_factor: float  # PgAioReadLatencyRegression: per-byte wait x the baseline's
     storage: StorageClass  # PgAioReadLatencyHigh, PgAioWalSyncLatencyHigh: the target's class
+    min_slow_read_share: float  # PgAioReadLatencyHigh: of the intervals with reads, those slow
     io_wait_events: tuple[str, ...]  # PgAioStorageSaturated (in the file's order)
     min_read_wait_share: float  # share of active time waiting on reads
     latency_factor: float
@@ -162,6 +174,7 @@ class Thresholds:
             min_read_ops_per_second=float(params["min_read_ops_per_second"]),
             regression_factor=float(alerts["PgAioReadLatencyRegression"]["factor"]),
             storage=storage,
+            min_slow_read_share=float(alerts["PgAioReadLatencyHigh"]["min_share"]),
             io_wait_events=events(saturated["io_wait_events"]),
             min_read_wait_share=float(saturated["min_read_wait_share"]),
             volume_limit_share=float(saturated["volume_limit_share"]),

@@ -31,6 +31,13 @@ DURATION_UNITS: Mapping[str, float] = {
 
 CLIENT_BACKEND = "client backend"
 IO_WORKER = "io worker"  # PostgreSQL 18's io_method=worker processes
+# A background worker running part of a client's statement (its bgw_type, which
+# pg_stat_activity shows as the backend type; parallel VACUUM's workers among them).
+PARALLEL_WORKER = "parallel worker"
+# The processes that run the clients' statements: their time is the workload's, whatever they
+# wait on (Active Session History: a client's waits on a lock, its peer or pg_sleep are its
+# response time).
+WORKLOAD_BACKENDS = frozenset({CLIENT_BACKEND, PARALLEL_WORKER})
 
 # --- pg_stat_io rows ---------------------------------------------------------------------------
 
@@ -88,6 +95,16 @@ WAIT_LABELS = ("backend_type", "wait_event_type", "wait_event")  # the sampler's
 SYNC_READ = "DataFileRead"  # an IO wait: a backend reading by itself
 SUBMISSION_QUEUE = "AioWorkerSubmissionQueue"  # an LWLock: waiting to hand reads to io workers
 IDLE_WAIT_CLASS = "Activity"  # the class of every main loop's idle wait
+# Deliberate sleeps (CheckpointWriteDelay, VacuumDelay, PgSleep, ...): no process in one is
+# working, and none is paced by anything but its own schedule.
+SLEEP_WAIT_CLASS = "Timeout"
+# The classes in which a process outside WORKLOAD_BACKENDS does no work: its main loop's idle
+# wait; a sleep (a spread checkpoint's CheckpointWriteDelay, a throttled autovacuum's
+# VacuumDelay); a wait on its peer (Client: a walsender waiting for WAL to send,
+# WalSenderWaitForWal, or for its receiver, WalSenderWriteData; a walreceiver waiting on its
+# primary); and an extension's wait, the only class an extension's background worker can name
+# its idle loop in (pg_cron's launcher: Extension/Extension).
+RESTING_WAIT_CLASSES = frozenset({IDLE_WAIT_CLASS, SLEEP_WAIT_CLASS, "Client", "Extension"})
 IO_WORKER_IDLE = (IDLE_WAIT_CLASS, "IoWorkerMain")  # an io worker's idle wait (class, event)
 
 WaitEvent = tuple[str, str]  # (wait_event_type, wait_event): a wait event and its class

@@ -1,8 +1,11 @@
 """pg_stat_activity, sampled: what every process is doing, and how busy the io workers are.
 
-Classification ("doing work") follows Active Session History: an active client backend counts
-whatever it waits on (no wait = on CPU); a background process counts unless it sits in its idle
-main-loop wait (wait_event_type Activity). io workers are busy unless in IoWorkerMain.
+Classification ("doing work") follows Active Session History: an active client backend, and a
+parallel worker running part of its statement, counts whatever it waits on (no wait = on CPU);
+any other process counts unless it rests: in its idle main-loop wait, asleep, waiting on its
+peer or in an extension's wait (vocabulary.RESTING_WAIT_CLASSES), so that a spread checkpoint,
+a throttled autovacuum, a logical walsender waiting for WAL or pg_cron's idle launcher is no
+active session. io workers are busy unless in IoWorkerMain.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG10
 from pg_aio_exporter.vocabulary import (
     CLIENT_BACKEND,
-    IDLE_WAIT_CLASS,
     IO_WORKER,
     IO_WORKER_IDLE,
+    RESTING_WAIT_CLASSES,
     WAIT_LABELS,
+    WORKLOAD_BACKENDS,
 )
 
 # Grouping on the server keeps the reply small and constant: its size depends on the variety
@@ -65,7 +69,7 @@ def is_working(backend_type: str, state: str | None, wait_event_type: str | None
         return state in WORKING_CLIENT_STATES
     if state is not None and state.startswith("idle"):
         return False  # background workers and walsenders that run sessions
-    return wait_event_type != IDLE_WAIT_CLASS
+    return backend_type in WORKLOAD_BACKENDS or wait_event_type not in RESTING_WAIT_CLASSES
 
 
 def is_io_worker_busy(wait_event_type: str | None, wait_event: str | None) -> bool:

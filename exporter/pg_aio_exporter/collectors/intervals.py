@@ -71,6 +71,7 @@ class Snapshot:
     stats_reset: float | None  # epoch seconds
     start_time: float  # postmaster start, epoch seconds
     track_io_timing: bool
+    block_size: float  # the server's block_size, bytes: what one hit counts
     writes: dict[LabelKey, WriteCounters] = field(default_factory=dict)
 
 
@@ -79,7 +80,7 @@ class IntervalReads:
     latency_seconds: float | None  # wait time per read operation
     seconds_per_byte: float | None
     size_bytes: float
-    hit_ratio: float
+    hit_ratio: float | None  # None: the server's block size is unknown
 
 
 def comparable(prev: Snapshot | None, cur: Snapshot) -> bool:
@@ -135,17 +136,24 @@ def read_total(rows: Mapping[LabelKey, ReadCounters]) -> ReadCounters:
     return total(c for (_, obj, _), c in rows.items() if obj != vocabulary.WAL_OBJECT)
 
 
-def read_figures(delta: ReadCounters, timing: bool) -> IntervalReads | None:
+def read_figures(
+    delta: ReadCounters, timing: bool, block_size: float | None
+) -> IntervalReads | None:
     """Per-read figures of counted reads; None without reads. `timing`: track_io_timing was
-    on throughout, so read_time measured something."""
+    on throughout, so read_time measured something; `block_size`: the server's, bytes (None:
+    unknown, and so is the hit ratio)."""
     if delta.reads <= 0 or delta.read_bytes <= 0:
         return None
     read_seconds = delta.read_time_ms / 1000.0
+    # `hits` counts blocks but `reads` operations, which on PostgreSQL 18 cover up to
+    # io_combine_limit blocks each: the blocks read are the bytes read in the server's
+    # block_size (on 16/17 the bytes are reads x op_bytes, one block each: hits / (hits + reads)).
+    blocks_read = delta.read_bytes / block_size if block_size else None
     return IntervalReads(
         latency_seconds=read_seconds / delta.reads if timing else None,
         seconds_per_byte=read_seconds / delta.read_bytes if timing else None,
         size_bytes=delta.read_bytes / delta.reads,
-        hit_ratio=delta.hits / (delta.hits + delta.reads),
+        hit_ratio=None if blocks_read is None else delta.hits / (delta.hits + blocks_read),
     )
 
 
@@ -205,7 +213,7 @@ def interval_reads(prev: Snapshot | None, cur: Snapshot) -> dict[LabelKey, Inter
     return {
         key: figures
         for key, delta in deltas(before, cur).items()
-        if (figures := read_figures(delta, timing)) is not None
+        if (figures := read_figures(delta, timing, cur.block_size)) is not None
     }
 
 

@@ -82,6 +82,7 @@ class IoRow:
     fsync_time: float | None
     stats_reset: float | None
     track_io_timing: bool
+    block_size: float
     start_time: float
 
 
@@ -97,12 +98,14 @@ class PgStatIoCollector:
     def query(self, version_num: int) -> str | None:
         if version_num < self.since:
             return None
-        # The setting and postmaster start ride along so that interval math needs no other
-        # collector: a restart or track_io_timing flip between polls must void the interval.
+        # The settings and postmaster start ride along so that interval math needs no other
+        # collector: a restart or track_io_timing flip between polls must void the interval,
+        # and the hit ratio counts the bytes read in blocks of the server's block_size.
         return (
             f"SELECT backend_type, object, context, {select(COUNTERS, version_num)},"
             " extract(epoch FROM stats_reset)::float8 AS stats_reset,"
             " current_setting('track_io_timing')::bool AS track_io_timing,"
+            " current_setting('block_size')::float8 AS block_size,"
             " extract(epoch FROM pg_postmaster_start_time())::float8 AS start_time"
             " FROM pg_stat_io"
         )
@@ -153,12 +156,14 @@ class PgStatIoCollector:
                 iv.size_bytes,
                 **labels,
             )
-            out.gauge(
-                "pg_aio_hit_ratio",
-                "hits / (hits + reads) over the last poll interval.",
-                iv.hit_ratio,
-                **labels,
-            )
+            if iv.hit_ratio is not None:  # always: block_size rides along
+                out.gauge(
+                    "pg_aio_hit_ratio",
+                    "hits / (hits + blocks read) over the last poll interval; blocks read ="
+                    " read bytes / block_size (PG 18 reads many blocks per operation).",
+                    iv.hit_ratio,
+                    **labels,
+                )
         collect_write_gauges(interval_writes(self._previous, snapshot), out)
         self._previous = snapshot
 
@@ -220,6 +225,7 @@ def read_snapshot(rows: list[IoRow]) -> Snapshot | None:
         stats_reset=max(resets) if resets else None,
         start_time=rows[0].start_time,
         track_io_timing=rows[0].track_io_timing,
+        block_size=rows[0].block_size,
         writes=write_counters(rows),
     )
 

@@ -53,6 +53,9 @@ AIO_SETTINGS = (
     Setting("shared_buffers", "bytes", combining=True),
     Setting("track_io_timing", "bool"),
     Setting("track_wal_io_timing", "bool"),  # the WAL write and sync figures need it
+    # What one shared buffer hit counts: the hit ratio turns bytes read into blocks with it.
+    # Fixed when PostgreSQL is built: nothing to watch.
+    Setting("block_size", "bytes", watched=False),
 )
 ENUM_SETTINGS = {"io_method": "pg_aio_io_method"}
 

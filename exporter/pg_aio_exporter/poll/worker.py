@@ -288,8 +288,11 @@ class TargetWorker:
                         " PostgreSQL 10 or newer required"
                     )
                 # Our statements must never hold a lock wait or a slow plan past the timeout.
+                # UTF8 on a SQL_ASCII database too (initdb without a locale picks it): psycopg
+                # hands SQL_ASCII text over as bytes, which no label can hold.
                 await conn.execute(
-                    f"SET statement_timeout = {int(self._timeout * 1000)}; SET lock_timeout = 1000"
+                    f"SET statement_timeout = {int(self._timeout * 1000)}; SET lock_timeout = 1000;"
+                    " SET client_encoding = 'UTF8'"
                 )
                 self._statements = await prepare(conn, self._queries(version))
             except BaseException:

@@ -80,6 +80,10 @@ def _pyplot() -> Iterator[Any]:
     with matplotlib.rc_context(
         {
             "svg.fonttype": "none",  # text stays text: smaller, selectable, the page's font
+            # Statement texts and labels are drawn as they are: "SELECT $1 ^ $2" as mathtext
+            # is a superscript of nothing, which raises when drawn, after the whole window.
+            "text.parse_math": False,
+            "text.usetex": False,
             "font.family": "sans-serif",
             "font.size": 9,
             "axes.prop_cycle": cycler(color=PALETTE),

@@ -9,10 +9,11 @@ failures.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pg_aio_exporter.collectors import pg_stat_io, pg_stat_statements, pg_wait_events, registry
@@ -115,6 +116,7 @@ class Recorder:
             case WalSnapshot():
                 self.wal_seen = True
                 self.wal.observe(snapshot, read_at)
+                self.series.wal(self.wal.counters, self.wal.seconds, self.wal.timed)
             case CheckpointerCounts():
                 self.checkpoints = [*self.checkpoints[:1], snapshot]
             case ServerVersion():
@@ -258,15 +260,15 @@ class WorkloadWindow:
         which were then dropped though counted exactly.)"""
         segments = self.segments()
         seconds = sum(until - at for at, until, _ in segments)
-        within = [n for t, n in self.sessions if any(a < t <= u for a, u, _ in segments)]
-        connected = [n for t, n in self.connected if any(a < t <= u for a, u, _ in segments)]
+        spans = [(a, u) for a, u, _ in segments]
+        within = in_spans(self.sessions, spans)
+        connected = in_spans(self.connected, spans)
         transactions = blocks = None
         if segments:
             own = len(segments) + len(within)
             counted = sum(g.transactions for _, _, g in segments) - own
             transactions = counted if counted >= MIN_TRANSACTIONS else None
             blocks = sum(g.blocks for _, _, g in segments)
-        spans = [(a, u) for a, u, _ in segments]
         return Workload(
             seconds=seconds,
             statements=self.statement_deltas(),
@@ -282,6 +284,21 @@ class WorkloadWindow:
 
     def span(self) -> float:
         return self.work[-1][1] - self.work[0][1] if len(self.work) > 1 else 0.0
+
+
+def in_spans(
+    points: Sequence[tuple[float, int]], spans: Sequence[tuple[float, float]]
+) -> list[int]:
+    """The counts of the points (when, count) that fall in a span (from, until], for spans in
+    time order that do not overlap (the reads' pairs): each point is looked up by bisection,
+    so a 24 h window sampled every second is not compared with each of its polls."""
+    starts = [a for a, _ in spans]
+    out = []
+    for t, n in points:
+        i = bisect.bisect_left(starts, t) - 1  # the last span starting before t
+        if i >= 0 and t <= spans[i][1]:
+            out.append(n)
+    return out
 
 
 def server_facts(version: ServerVersion, read: SettingsFacts | None) -> ServerFacts:

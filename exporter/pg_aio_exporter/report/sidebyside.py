@@ -137,4 +137,4 @@ def render(paths: list[str], thresholds: Thresholds, output_format: str) -> str:
             f"Fastest: {letter} ({best.name}, {best.path}): workload time"
             f" {units.ratio(best.time_ratio)} the first report's."
         )
-    return "\n".join(lines) + "\n"
+    return units.terminal("\n".join(lines) + "\n")  # paths and names: no control character

@@ -25,7 +25,7 @@ from pg_aio_exporter.report.workload import Workload
 from pg_aio_exporter.report.written import Writes
 from pg_aio_exporter.versions import PG16, PG18, PG19
 from pg_aio_exporter.vocabulary import CLIENT_BACKEND as CLIENT
-from pg_aio_exporter.vocabulary import IO_WORKER, SUBMISSION_QUEUE, SYNC_READ
+from pg_aio_exporter.vocabulary import IO_WORKER, SLEEP_WAIT_CLASS, SUBMISSION_QUEUE, SYNC_READ
 
 SUBMITTED = "SUBMITTED"  # pg_aios state
 
@@ -60,6 +60,11 @@ class ServerFacts:
     def track_io_timing(self) -> bool | None:
         """None: not read, which is neither on nor off."""
         return self.settings["track_io_timing"] == 1 if self.settings_read else None
+
+    @property
+    def block_size(self) -> float | None:
+        """The server's block size in bytes (what a hit counts); None: not read."""
+        return self.settings.get("block_size_bytes")
 
     @property
     def io_method_shown(self) -> str:
@@ -102,10 +107,11 @@ class Reads:
     counters: ReadCounters
     seconds: float  # the time the counts cover
     timed: bool  # track_io_timing on throughout: read_time measured the waits
+    block_size: float | None  # the server's, bytes; None: not read (nor is the hit ratio)
 
     @property
     def figures(self) -> IntervalReads | None:
-        return read_figures(self.counters, self.timed)
+        return read_figures(self.counters, self.timed, self.block_size)
 
     @property
     def reads_per_second(self) -> float:
@@ -179,8 +185,13 @@ class Activity:
         return [(key, self.sessions(key)) for key, _ in ranked[:limit]]
 
     def active_sessions(self) -> float:
-        """Average sessions doing work, io workers aside (they work for the others)."""
-        return sum(self.sessions(k) for k in self.wait_samples if k[0] != IO_WORKER)
+        """Average sessions doing work, io workers aside (they work for the others), and so are
+        clients asleep (pg_sleep, a throttled VACUUM): busy (DB time) but paced by nothing."""
+        return sum(
+            self.sessions(k)
+            for k in self.wait_samples
+            if k[0] != IO_WORKER and k[1] != SLEEP_WAIT_CLASS
+        )
 
     def read_wait_sessions(self, io_wait_events: Collection[str]) -> float:
         """Average sessions waiting on reads, io workers aside: the storage alert's measure."""
@@ -296,11 +307,11 @@ class Summary:
         return self.activity.samples > 0 and self.read(ActivityCollector.name)
 
     def reads(self, key: LabelKey) -> Reads:
-        return Reads(self.rows[key], self.read_seconds, self.timed)
+        return Reads(self.rows[key], self.read_seconds, self.timed, self.server.block_size)
 
     @property
     def total(self) -> Reads:
-        return Reads(read_total(self.rows), self.read_seconds, self.timed)
+        return Reads(read_total(self.rows), self.read_seconds, self.timed, self.server.block_size)
 
     def reading_rows(self) -> list[LabelKey]:
         """The rows that read, most bytes first."""

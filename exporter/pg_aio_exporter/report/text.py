@@ -346,4 +346,5 @@ def render(report: Report, thresholds: Thresholds) -> str:
         for what in summary.not_visible:
             lines += _wrap(what, f"{INDENT}- ", INDENT * 2)
     lines += _comparison(report)
-    return "\n".join(lines) + "\n"
+    # Statement texts and names come from the server: no control character reaches a terminal.
+    return units.terminal("\n".join(lines) + "\n")

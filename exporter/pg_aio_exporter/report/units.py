@@ -5,6 +5,7 @@ Sizes use PostgreSQL's units (1 kB = 1024 bytes), times milliseconds, waits per 
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import UTC, datetime
 
 from pg_aio_exporter.vocabulary import MIB
@@ -79,3 +80,12 @@ def duration(seconds: float) -> str:
 
 def timestamp(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def terminal(text: str) -> str:
+    """`text` safe for a terminal: each control or format character but the line breaks (an
+    escape sequence or a bidi override in a SQL comment, a statement text, a name) shown as
+    U+FFFD, one column for one character, so the layout's widths hold."""
+    return "".join(
+        "\ufffd" if ch != "\n" and unicodedata.category(ch) in ("Cc", "Cf") else ch for ch in text
+    )

@@ -11,7 +11,7 @@ from typing import Any
 
 from pg_aio_exporter.report import units
 from pg_aio_exporter.report.side import Regression, against
-from pg_aio_exporter.report.summary import Summary
+from pg_aio_exporter.report.summary import ServerFacts, Summary
 from pg_aio_exporter.report.workload import WorkloadComparison, compare_workload
 from pg_aio_exporter.thresholds import StorageClass, Thresholds
 
@@ -85,6 +85,26 @@ class Context:
             return None
         return against(self.seconds_per_byte(), self.baseline.total.seconds_per_byte())
 
+    def other_regime(self) -> str | None:
+        """Why the baseline's time per byte is no storage signal, in words, or None when it is
+        one: the baseline ran another major version or io_method. Either changes how much of
+        each read (or write) overlaps other work with no change in the storage, so the rules
+        compare a target only within its regime (alerts/recording.py, regime_rules) and the
+        report alike; a minor update keeps the regime."""
+        if self.baseline is None:
+            return None
+        now, then = self.summary.server, self.baseline.server
+        if _regime(now) == _regime(then):
+            return None
+        return (
+            f"the baseline ran PostgreSQL {then.version} with io_method {then.io_method_shown},"
+            f" this window {now.version} with {now.io_method_shown}"
+        )
+
+    def storage_regression(self) -> Regression | None:
+        """regression() when the baseline is a storage signal (other_regime), else None."""
+        return self.regression() if self.other_regime() is None else None
+
     def workload(self) -> WorkloadComparison | None:
         """Workload time now against the baseline: the answer to "faster or slower"."""
         if self.baseline is None:
@@ -103,6 +123,11 @@ class Context:
 
 
 Check = Callable[[Context], Finding | None]
+
+
+def _regime(server: ServerFacts) -> tuple[int, str | None]:
+    """The major version and io_method: what the rules' regime label holds."""
+    return server.version_num // 10000, server.io_method
 
 
 def class_words(t: Thresholds, value: float, limit: float, usual: StorageClass | None) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pg_aio_exporter.report.findings import reads, writes
+from pg_aio_exporter.report.findings.baseline import baseline_not_a_storage_signal
 from pg_aio_exporter.report.findings.combining import reads_not_combined
 from pg_aio_exporter.report.findings.context import Check, Context, Finding
 from pg_aio_exporter.report.findings.pool import io_worker_pool_saturated
@@ -22,6 +23,7 @@ CHECKS: tuple[Check, ...] = (
     io_worker_pool_saturated,
     reads.read_latency_regression,
     reads.wait_per_read_rose_with_read_size,
+    baseline_not_a_storage_signal,
     reads_not_combined,
     reads.io_uring_available,
     reads.pending_restart,

@@ -13,6 +13,7 @@ from typing import Any
 
 from pg_aio_exporter.report import units
 from pg_aio_exporter.report.findings.context import Context, Finding, class_words
+from pg_aio_exporter.report.findings.intervals import SlowIntervals, sync_intervals
 from pg_aio_exporter.report.side import Regression, against
 from pg_aio_exporter.report.summary import Activity
 from pg_aio_exporter.report.written import Writes
@@ -22,11 +23,19 @@ from pg_aio_exporter.vocabulary import IO_WORKER
 
 
 def write_wait_sessions(activity: Activity, t: WriteThresholds) -> dict[str, float]:
-    """Average sessions (io workers aside) in each write wait: IO write events and the LWLock
-    queue behind a WAL flush, as this server names them (thresholds.yaml lists every version's
-    names), keyed type/event."""
+    """Average sessions (io workers aside) in each write wait: IO write events (the data
+    files' and the WAL's) and the LWLock queue behind a WAL flush, keyed type/event."""
+    return _sessions_in(activity, t.io_write_events, t.write_lock_events)
+
+
+def _sessions_in(
+    activity: Activity, io_events: tuple[str, ...], lock_events: tuple[str, ...]
+) -> dict[str, float]:
+    """Average sessions (io workers aside) in each of these waits: IO events `io_events` and
+    LWLock waits `lock_events`, as this server names them (thresholds.yaml lists every
+    version's names), keyed type/event."""
     server = activity.wait_events
-    named = server.named(t.write_wait_events, "IO") | server.named(t.write_lock_events, "LWLock")
+    named = server.named(io_events, "IO") | server.named(lock_events, "LWLock")
     out: dict[str, float] = {}
     for key in activity.wait_samples:
         backend_type, wait_type, wait = key
@@ -46,13 +55,26 @@ class Judged:
     writes: Writes
     t: WriteThresholds
     waits: dict[str, float]
+    syncing: float  # average processes in a WAL sync (sampled), io workers aside
 
     @property
     def waiting(self) -> float:
         return sum(self.waits.values())
 
+    def sampled_sync_latency(self) -> float | None:
+        """Time per WAL sync from the samples where the WAL is not timed: the processes in a
+        WAL sync over the syncs per second (Little's law; PgAioStorageSaturatedByWrites'
+        wal_sync_sampled signal). Where the WAL is timed its measured latency judges."""
+        wal = self.writes.wal
+        if wal is None or self.writes.wal_timed or self.writes.wal_seconds <= 0:
+            return None
+        per_second = self.writes.wal_per_second(wal.syncs)
+        if per_second < self.t.min_syncs_per_second:
+            return None
+        return self.syncing / per_second
+
     def sync_latency(self) -> float | None:
-        """Time per WAL sync when enough syncs were counted to judge it."""
+        """Time per WAL sync over the window when enough syncs were counted to judge it."""
         wal, figures = self.writes.wal, self.writes.wal_figures()
         if wal is None or figures is None or figures.sync_latency_seconds is None:
             return None
@@ -73,16 +95,30 @@ class Judged:
         return write.seconds_per_byte
 
 
+def slow_syncs(ctx: Context, j: Judged) -> tuple[bool, SlowIntervals | None]:
+    """WAL syncs above the storage class's seconds_per_sync as PgAioWalSyncLatencyHigh judges
+    them: in at least min_share of the polls with syncs (findings/intervals.py); by the
+    window's average only where the window has no per-poll figures. With the polls' share
+    found, or None."""
+    intervals = sync_intervals(ctx, j.t.max_seconds_per_sync, j.t.min_syncs_per_second)
+    if intervals is not None:
+        return intervals.share >= j.t.min_slow_sync_share, intervals
+    latency = j.sync_latency()
+    return latency is not None and latency > j.t.max_seconds_per_sync, None
+
+
 def judged(ctx: Context) -> Judged | None:
     """None when the write side was not measured (no write counts, or thresholds without the
     write alerts): then no write check runs."""
     writes, t = ctx.summary.writes, ctx.thresholds.writes
     if writes is None or t is None:
         return None
-    return Judged(writes, t, write_wait_sessions(ctx.summary.activity, t))
+    activity = ctx.summary.activity
+    syncing = _sessions_in(activity, t.wal_sync_events, ())
+    return Judged(writes, t, write_wait_sessions(activity, t), sum(syncing.values()))
 
 
-def _regression(ctx: Context, j: Judged) -> Regression | None:
+def write_regression(ctx: Context, j: Judged) -> Regression | None:
     """Buffer write time per byte against the baseline's, when both were judged."""
     base = ctx.baseline.writes if ctx.baseline is not None else None
     return against(j.write_per_byte(), base.seconds_per_byte() if base is not None else None)
@@ -122,31 +158,42 @@ def _checkpoint_advice(writes: Writes) -> str:
 
 def wal_sync_latency_high(ctx: Context, j: Judged) -> Finding | None:
     latency = j.sync_latency()
-    if latency is None or latency <= j.t.max_seconds_per_sync:
+    slow, intervals = slow_syncs(ctx, j)
+    if latency is None or not slow:
         return None
     wal = j.writes.wal
     assert wal is not None
     usual = ctx.thresholds.usual_for_syncs(latency)
+    words = class_words(ctx.thresholds, latency, j.t.max_seconds_per_sync, usual)
+    summary = f"WAL syncs take {units.ms(latency)} each: {words}. Every commit waits for one."
+    evidence: dict[str, Any] = {
+        "seconds_per_sync": latency,
+        "max_seconds_per_sync": j.t.max_seconds_per_sync,
+        "storage_class": ctx.thresholds.storage.name,
+        "syncs_per_second": j.writes.wal_per_second(wal.syncs),
+        "wal_bytes_per_second": j.writes.wal_per_second(wal.wal_bytes),
+        "write_wait_sessions": j.waiting,
+    }
+    if intervals is not None:
+        evidence |= intervals.evidence(j.t.min_slow_sync_share)
+        # The average may be usual while the incident's polls are not: an incident that
+        # collapses throughput is outweighed by the healthy syncs before it.
+        summary = (
+            f"WAL syncs took longer than {ctx.thresholds.storage.name} storage allows (up to"
+            f" {units.ms(j.t.max_seconds_per_sync)}) in {intervals.words('syncs')};"
+            f" {units.ms(latency)} each over the window ({words}). Every commit waits for one."
+        )
     return Finding(
         "wal_sync_latency_high",
         ctx.severity("PgAioWalSyncLatencyHigh"),
-        f"WAL syncs take {units.ms(latency)} each: "
-        + class_words(ctx.thresholds, latency, j.t.max_seconds_per_sync, usual)
-        + ". Every commit waits for one.",
-        {
-            "seconds_per_sync": latency,
-            "max_seconds_per_sync": j.t.max_seconds_per_sync,
-            "storage_class": ctx.thresholds.storage.name,
-            "syncs_per_second": j.writes.wal_per_second(wal.syncs),
-            "wal_bytes_per_second": j.writes.wal_per_second(wal.wal_bytes),
-            "write_wait_sessions": j.waiting,
-        },
+        summary,
+        evidence,
         _checkpoint_advice(j.writes),
     )
 
 
 def write_latency_regression(ctx: Context, j: Judged) -> Finding | None:
-    found = _regression(ctx, j)
+    found = write_regression(ctx, j)
     if found is None or not found.regressed(j.t.baseline):
         return None
     return Finding(
@@ -220,13 +267,21 @@ def storage_saturated_by_writes(ctx: Context, j: Judged) -> Finding | None:
         ],
     }
     sync = j.sync_latency()
-    if sync is not None and sync > j.t.max_seconds_per_sync:
+    if sync is not None and slow_syncs(ctx, j)[0]:
         signals.append(f"WAL syncs take {units.ms(sync)} each")
         evidence["seconds_per_sync"] = sync
-    found = _regression(ctx, j)
+    # Within the regime only, as the rules (baseline.py says why it left another out).
+    found = write_regression(ctx, j) if ctx.other_regime() is None else None
     if found is not None and found.saturating(j.t.baseline):
         signals.append(f"buffer writes take {units.ratio(found.ratio)} the baseline's per MiB")
         evidence |= {"seconds_per_byte": found.now, "baseline_seconds_per_byte": found.before}
+    sampled = j.sampled_sync_latency()
+    if sampled is not None and sampled > j.t.max_seconds_per_sync:
+        signals.append(
+            f"WAL syncs take {units.ms(sampled)} each by the samples (track_wal_io_timing is"
+            " off: the processes in a WAL sync over the syncs per second)"
+        )
+        evidence |= {"sampled_seconds_per_sync": sampled, "syncing_sessions": j.syncing}
     if not signals:
         return None
     top = max(j.waits, key=lambda name: j.waits[name])
@@ -246,9 +301,10 @@ def track_wal_io_timing_off(ctx: Context, j: Judged) -> Finding | None:
         return None
     return Finding(
         "track_wal_io_timing_off",
-        ctx.severity("track_wal_io_timing_off"),
+        ctx.severity("PgAioTrackWalIoTimingOff"),
         "track_wal_io_timing was off during the window: PostgreSQL timed no WAL write or sync,"
-        f" so the {units.count(wal.syncs)} WAL syncs counted have no latency here.",
+        f" so the {units.count(wal.syncs)} WAL syncs counted have no measured latency here, only"
+        " one estimated from the sampled waits.",
         {"wal_syncs": wal.syncs, "wal_writes": wal.writes},
         "ALTER SYSTEM SET track_wal_io_timing = on; SELECT pg_reload_conf(); (track_io_timing"
         " does not time WAL). It reads the clock twice per WAL write and sync.",
