@@ -203,13 +203,23 @@ def storage_saturated(params: Params, p: Params) -> Alert:
     )
 
 
+def indented(expr: str) -> str:
+    """`expr`'s lines after the first two spaces further in (it goes inside parentheses)."""
+    return expr.replace("\n", "\n  ")
+
+
 def worker_pool_saturated(params: Params, p: Params) -> Alert:
     utilization = rec(params, "pg_aio:io_worker_utilization")
     queue = (
         rec(params, "pg_aio:active_sessions")
         + f'{{wait_event_type="LWLock", wait_event="{SUBMISSION_QUEUE}"}}'
     )
-    busy = f"{utilization} > {p['max_utilization']}"
+    # Busy, and I/Os waiting for a worker: one read stream keeps a pool as busy with nothing
+    # queued, and more workers would not read it faster (docs/alerts.md).
+    busy = (
+        f"{utilization} > {p['max_utilization']}\n  and\n  "
+        f"{rec(params, 'pg_aio:io_worker_queued_ios')} >= {p['min_queued_ios']}"
+    )
     queueing = f"sum {without(WAIT_LABELS)} ({queue})\n  > {p['max_submission_queue_sessions']}"
     # PostgreSQL 19 grows the pool by itself while work queues: a busy pool below
     # io_max_workers is one that is growing. Its signal is the pool pinned at the ceiling
@@ -217,7 +227,7 @@ def worker_pool_saturated(params: Params, p: Params) -> Alert:
     sized_by_hand = f"unless\n  {series(params, 'pg_settings_io_max_workers')}"
     pinned = (
         f"{rec(params, 'pg_aio:io_worker_pool_share')} >= {p['min_pool_share']}\n"
-        f"  and\n  (\n    {busy}\n    or\n    {queueing.replace(chr(10), chr(10) + '  ')}\n  )"
+        f"  and\n  (\n    {indented(busy)}\n    or\n    {indented(queueing)}\n  )"
     )
     # One alert, several symptoms; the `signal` label tells them apart in the notification.
     return Alert(
@@ -229,15 +239,19 @@ def worker_pool_saturated(params: Params, p: Params) -> Alert:
         '  "signal", "pool_pinned", "", ""\n)',
         summary="The io worker pool of {{ $labels.target }} is saturated.",
         description='{{ if eq $labels.signal "utilization" }}io workers are busy '
-        "{{ $value | humanizePercentage }} of the time"
+        "{{ $value | humanizePercentage }} of the time while I/Os wait for a worker (at least "
+        f"{p['min_queued_ios']} on average)"
         '{{ else if eq $labels.signal "pool_pinned" }}the pool is pinned at io_max_workers '
         "({{ $value | humanizePercentage }} of it running on average) while reads queue "
-        f"(io workers busy above {p['max_utilization']} or sessions waiting for the submission "
+        f"(io workers busy above {p['max_utilization']} with I/Os waiting for one, or sessions "
+        "waiting for the submission "
         "queue): raise io_max_workers"
         '{{ else }}{{ printf "%.2f" $value }} sessions on average wait for the io worker '
         "submission queue (LWLock AioWorkerSubmissionQueue){{ end }} over the last "
         f"{params['alert_window']}.",
-        condition=f"PostgreSQL 18: io worker utilization > {p['max_utilization']}, or average "
+        condition=f"PostgreSQL 18: io worker utilization > {p['max_utilization']} while >= "
+        f"{p['min_queued_ios']} I/Os on average wait for a worker (pg_aios SUBMITTED beyond the "
+        "busy workers), or average "
         f"sessions waiting on LWLock/AioWorkerSubmissionQueue > "
         f"{p['max_submission_queue_sessions']}; PostgreSQL 19 (io_max_workers): pool pinned at "
         f"io_max_workers (average running / io_max_workers >= {p['min_pool_share']}) while reads "

@@ -149,6 +149,22 @@ def io_worker_max_utilization(scope: Scope) -> Formula:
     )
 
 
+def io_worker_queued_ios(scope: Scope) -> Formula:
+    """I/Os handed to the io worker pool and not picked up, on average: pg_aios keeps a read
+    SUBMITTED from its hand-over until a worker has done it, so the SUBMITTED handles beyond
+    the busy workers wait in the queue. A busy pool with nothing queued (one read stream, as
+    synchronized scans make) is not made faster by more workers (docs/alerts.md)."""
+    submitted = scope.rate("pg_aio_in_flight_samples_total", 'state="SUBMITTED"')
+    return Formula(
+        "io_worker_queued_ios",
+        "average I/Os submitted to the io workers and not picked up (pg_aios SUBMITTED beyond"
+        " the busy workers)",
+        f"clamp_min(\n  (\n    sum {without(('state', 'operation'))} ({submitted})\n"
+        f"    -\n    {scope.rate('pg_aio_io_worker_busy_samples_total')}\n  )\n"
+        f"  /\n  {samples(scope)},\n  0\n)",
+    )
+
+
 def samples(scope: Scope) -> str:
     return f"({scope.rate('pg_aio_sampler_samples_total')} > 0)"
 

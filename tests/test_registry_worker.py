@@ -52,6 +52,9 @@ class Listener:
     def failed(self, collector: str, kind: str, message: str) -> None:
         pass
 
+    def round_trip(self, transactions: int, ended: float) -> None:
+        pass
+
 
 @dataclass(frozen=True)
 class Misfit:

@@ -53,6 +53,7 @@ T = Thresholds(
     latency_factor=2,
     volume_limit_share=0.9,
     max_utilization=0.8,
+    min_queued_ios=1,
     max_submission_queue_sessions=0.1,
     min_pool_share=0.9,
     severities={
@@ -459,18 +460,27 @@ def test_read_latency_high_allows_for_the_read_size(
         assert ids["read_latency_high"].evidence["max_seconds_per_read"] == pytest.approx(limit)
 
 
+SUBMITTED = ("SUBMITTED", "readv")
+QUEUED = {SUBMITTED: 400}  # pg_aios handles SUBMITTED, summed over 100 samples
+
+
 @pytest.mark.parametrize(
     ("more", "signals"),
     [
-        ({"io_worker_busy": 255}, ["utilization"]),  # 255 / 300 = 0.85 > 0.8
-        ({"io_worker_busy": 240}, []),  # 0.80 is not above 0.8
+        # 255 / 300 = 0.85 > 0.8, with 4 I/Os submitted per sample: 1.45 wait for a worker.
+        ({"io_worker_busy": 255, "in_flight": QUEUED}, ["utilization"]),
+        # As busy, with 0.45 waiting: one read stream (synchronized scans), which more
+        # workers would not read faster.
+        ({"io_worker_busy": 255, "in_flight": {SUBMITTED: 300}}, []),
+        ({"io_worker_busy": 240, "in_flight": QUEUED}, []),  # 0.80 is not above 0.8
         ({"waits": {QUEUE: 11}}, ["submission_queue"]),  # 0.11 sessions > 0.1
         ({"waits": {QUEUE: 10}}, []),
-        # Clients reading in place count only while the pool is busy: with idle workers they
-        # are single-block reads (index lookups), which PostgreSQL 18 does so anyway.
+        # Clients reading in place count only while I/Os queue for a busy pool: with idle
+        # workers they are single-block reads (index lookups), which PostgreSQL 18 does anyway.
         ({"waits": {CLIENT_SYNC: 50}}, []),
+        ({"waits": {CLIENT_SYNC: 50}, "io_worker_busy": 255}, []),
         (
-            {"waits": {CLIENT_SYNC: 50}, "io_worker_busy": 255},
+            {"waits": {CLIENT_SYNC: 50}, "io_worker_busy": 255, "in_flight": QUEUED},
             ["utilization", "clients_reading_themselves"],
         ),
     ],
@@ -491,24 +501,29 @@ def test_clients_reading_themselves_count_only_under_worker() -> None:
 
 
 @pytest.mark.parametrize(
-    ("workers", "busy", "waits", "suggested"),
+    ("workers", "busy", "submitted", "waits", "suggested"),
     [
-        # 1 worker busy 95 of 100 samples, half a client reading itself: (0.95 + 0.5) / 0.8
-        # = 1.81 -> 2.
-        (1, 95, {CLIENT_SYNC: 50}, 2),
-        # 2 workers busy 180 of 200 slots (1.8 busy), 0.6 in the queue, 1.2 reading
-        # themselves: 3.6 / 0.8 = 4.5 -> 5.
-        (2, 180, {QUEUE: 60, CLIENT_SYNC: 120}, 5),
+        # 1 worker busy 95 of 100 samples, 2 I/Os submitted per sample (1.05 waiting for it),
+        # half a client reading itself: (2 + 0.5) / 0.8 = 3.1 -> 4.
+        (1, 95, 200, {CLIENT_SYNC: 50}, 4),
+        # 2 workers busy 180 of 200 slots (1.8 busy), 3.2 submitted, 0.6 in the submission
+        # queue, 1.2 reading themselves: 5 / 0.8 = 6.25 -> 7.
+        (2, 180, 320, {QUEUE: 60, CLIENT_SYNC: 120}, 7),
         # Never fewer than one more than today, never more than PostgreSQL allows.
-        (4, 340, {}, 5),
-        (30, 3000, {CLIENT_SYNC: 1000}, 32),
+        (4, 100, 0, {QUEUE: 20}, 5),
+        (30, 3000, 4000, {CLIENT_SYNC: 1000}, 32),
     ],
 )
 def test_suggested_io_workers(
-    workers: int, busy: int, waits: dict[WaitKey, int], suggested: int
+    workers: int, busy: int, submitted: int, waits: dict[WaitKey, int], suggested: int
 ) -> None:
     act = activity(
-        100, waits, io_workers=workers, io_worker_slots=100 * workers, io_worker_busy=busy
+        100,
+        waits,
+        io_workers=workers,
+        io_worker_slots=100 * workers,
+        io_worker_busy=busy,
+        in_flight={SUBMITTED: submitted},
     )
     finding = found(summary(HEALTHY, act=act))["io_worker_pool_saturated"]
     assert finding.evidence["suggested_io_workers"] == suggested
@@ -523,7 +538,7 @@ def test_submitted_ios_measure_what_a_busy_pool_was_handed() -> None:
         io_workers=1,
         io_worker_slots=100,
         io_worker_busy=100,
-        in_flight={("SUBMITTED", "readv"): 800},
+        in_flight={SUBMITTED: 800},
     )
     finding = found(summary(HEALTHY, act=act))["io_worker_pool_saturated"]
     assert finding.evidence["pool_demand_workers"] == 8
@@ -532,7 +547,14 @@ def test_submitted_ios_measure_what_a_busy_pool_was_handed() -> None:
 
 
 def test_storage_and_pool_saturated_together_say_part_is_queueing() -> None:
-    act = activity(100, {CLIENT_IO: 300}, io_workers=1, io_worker_slots=100, io_worker_busy=100)
+    act = activity(
+        100,
+        {CLIENT_IO: 300},
+        io_workers=1,
+        io_worker_slots=100,
+        io_worker_busy=100,
+        in_flight={SUBMITTED: 300},
+    )
     ids = found(summary({BULK: reads(3_000, 8 * KB, 100)}, act=act))
     assert "io_worker_pool_saturated" in ids
     assert "queueing for them" in ids["storage_saturated"].summary

@@ -152,6 +152,9 @@ class PollReads:
     def failed(self, collector: str, kind: str, message: str) -> None:
         pass
 
+    def round_trip(self, transactions: int, ended: float) -> None:
+        pass
+
 
 async def polls_reading_wait_events(stack: Stack) -> list[bool]:
     """Whether each of four polls of the report's worker read pg_wait_events: two on one

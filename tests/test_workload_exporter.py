@@ -80,7 +80,7 @@ def test_a_failed_statement_in_the_pipeline_is_no_warning(
         conn = await psycopg.AsyncConnection.connect(pg18.dsn(), autocommit=True)
         try:
             statements = ["SELECT * FROM no_such_view"] + ["SELECT 1"] * 200
-            return await run_pipelined(conn, [(sql, tuple_row) for sql in statements])
+            return (await run_pipelined(conn, [(sql, tuple_row) for sql in statements])).results
         finally:
             await conn.close()
 

@@ -122,6 +122,7 @@ class Thresholds:
     latency_factor: float
     volume_limit_share: float  # reads at this share of the volume's limits are at them
     max_utilization: float  # PgAioWorkerPoolSaturated
+    min_queued_ios: float  # ... I/Os waiting for an io worker while it is busy
     max_submission_queue_sessions: float
     min_pool_share: float  # PostgreSQL 19: running io workers / io_max_workers of a pinned pool
     severities: Mapping[str, str]  # alert name, or report-only finding id -> severity
@@ -181,6 +182,7 @@ class Thresholds:
             volume_limit_share=float(saturated["volume_limit_share"]),
             latency_factor=float(saturated["latency_factor"]),
             max_utilization=float(pool["max_utilization"]),
+            min_queued_ios=float(pool["min_queued_ios"]),
             max_submission_queue_sessions=float(pool["max_submission_queue_sessions"]),
             min_pool_share=float(pool["min_pool_share"]),
             severities={name: alert["severity"] for name, alert in alerts.items()}

@@ -114,6 +114,10 @@ class Tap(Protocol):
 
     def failed(self, collector: str, kind: str, message: str) -> None: ...
 
+    def round_trip(self, transactions: int, ended: float) -> None:
+        """A poll's or a sample's round trip returned at `ended` (epoch), having made
+        `transactions` transactions on the server (session.RoundTrip)."""
+
 
 class TargetWorker:
     def __init__(
@@ -506,13 +510,14 @@ class TargetWorker:
         self, conn: Connection, runnable: list[tuple[C, str]]
     ) -> list[list[Any] | Exception]:
         """The collectors' statements in one round trip, their results in order: each
-        collector's rows of its row_type."""
+        collector's rows of its row_type. The tap hears how many transactions it made."""
         statements = [(self._statements[sql], class_row(c.row_type)) for c, sql in runnable]
         flush = self._own_flush(conn.info.server_version)
-        if flush is not None:
-            closing = (self._statements[flush], tuple_row)
-            return (await run_pipelined(conn, [*statements, closing]))[: len(statements)]
-        return await run_pipelined(conn, statements)
+        closing = [] if flush is None else [(self._statements[flush], tuple_row)]
+        done = await run_pipelined(conn, [*statements, *closing])
+        if self._tap is not None:
+            self._tap.round_trip(done.transactions, time.time())
+        return done.results[: len(statements)]
 
     def _roll_window(self) -> None:
         if self._sampler is not None:

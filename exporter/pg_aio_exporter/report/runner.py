@@ -123,13 +123,15 @@ class Recorder:
                 self.server = snapshot
             case SettingsFacts():
                 self.settings = snapshot
-                self.statements.polls += 1
             case Statements():
                 self.statements.observe_statements(snapshot)
             case DatabaseWork():
                 self.statements.observe_databases(snapshot, read_at)
             case pg_wait_events.WaitEvents():
                 self.wait_events = snapshot
+
+    def round_trip(self, transactions: int, ended: float) -> None:
+        self.statements.observe_round_trip(transactions, ended)
 
     def sampled(self, samples: int, totals: dict[str, Any], answered: list[str]) -> None:
         self.samples, self.totals = samples, totals
@@ -202,7 +204,7 @@ class WorkloadWindow:
         self.last: dict[pg_stat_statements.StatementKey, pg_stat_statements.Statement] = {}
         self.hidden = 0
         self.work: list[tuple[DatabaseWork, float]] = []  # every read
-        self.polls = 0  # polls since the window started: the report's own transactions
+        self.own: list[tuple[float, int]] = []  # per round trip: when it ended, its transactions
         self.sessions: list[tuple[float, int]] = []  # per sample: when, client sessions working
         self.connected: list[tuple[float, int]] = []  # per sample: when, client sessions connected
 
@@ -213,6 +215,9 @@ class WorkloadWindow:
 
     def observe_databases(self, work: DatabaseWork, read_at: float) -> None:
         self.work.append((work, read_at))
+
+    def observe_round_trip(self, transactions: int, ended: float) -> None:
+        self.own.append((ended, transactions))
 
     def observe_sample(self, at: float, working: int, connected: int) -> None:
         self.sessions.append((at, working))
@@ -251,10 +256,12 @@ class WorkloadWindow:
         """Transactions, blocks and sampled client sessions over the spans whose counts
         continue (all of the window unless pg_stat_database was reset or the server restarted).
 
-        Each poll and sample of the report is one transaction (one pipeline), and each flushed
-        its counts (PostgreSQL 15+, pg_stat_database.own_flush): the report's transactions of a
-        span (the poll that opens it, the samples within) are in the read that closes it. Older
-        servers: an estimate (counts reach the view up to a second late). Fewer than
+        Each poll and sample of the report flushed its counts (PostgreSQL 15+,
+        pg_stat_database.own_flush): the report's transactions of a span (those of the poll
+        that opens it, which returned after its read, and of the samples within) are in the
+        read that closes it. A round trip is one transaction (one pipeline), or more when it
+        was rerun statement by statement (session.RoundTrip counts them). Older servers: an
+        estimate (counts reach the view up to a second late). Fewer than
         MIN_TRANSACTIONS of the workload's: no DB time per transaction. (The report's own used
         to be a floor too: under light load sampled every 100 ms they outnumber the workload's,
         which were then dropped though counted exactly.)"""
@@ -265,7 +272,7 @@ class WorkloadWindow:
         connected = in_spans(self.connected, spans)
         transactions = blocks = None
         if segments:
-            own = len(segments) + len(within)
+            own = sum(in_spans(self.own, spans))
             counted = sum(g.transactions for _, _, g in segments) - own
             transactions = counted if counted >= MIN_TRANSACTIONS else None
             blocks = sum(g.blocks for _, _, g in segments)

@@ -256,6 +256,14 @@ class Activity:
         total = sum(n for (state, _), n in self.in_flight.items() if state == SUBMITTED)
         return total / self.samples if self.samples else 0.0
 
+    @property
+    def queued_ios(self) -> float | None:
+        """I/Os handed to the io workers and not picked up, on average: pg_aios keeps an I/O
+        SUBMITTED until a worker has done it, so those beyond the busy workers wait for one
+        (the rules' pg_aio:io_worker_queued_ios)."""
+        busy = self.busy_io_workers
+        return None if busy is None else max(0.0, self.submitted_average - busy)
+
 
 @dataclass(frozen=True)
 class Summary:

@@ -155,13 +155,25 @@ def io_workers(ctx: Context, found: dict[str, Finding]) -> str:
 def _pool_big_enough(ctx: Context, utilization: float) -> str:
     """The pool's verdict when it is not saturated: against io_max_workers on a self-sizing
     pool (19+), against the fixed io_workers before."""
-    server, activity = ctx.summary.server, ctx.summary.activity
+    server, activity, t = ctx.summary.server, ctx.summary.activity, ctx.thresholds
     queue = (
+        f" {units.sessions(activity.queued_ios or 0.0)} I/Os waiting for a worker on average,"
         f" {units.sessions(activity.submission_queue_sessions)} sessions waiting for the"
         " submission queue."
     )
     if server.self_sizing_pool:
         ceiling = server.settings["io_max_workers"]
+        share = activity.pool_share(ceiling)
+        if utilization > t.max_utilization and share is not None and share < t.min_pool_share:
+            # Busy below its ceiling: PostgreSQL 19 is adding workers, not out of them.
+            launch = server.settings.get("io_worker_launch_interval_seconds")
+            every = "" if launch is None else f" ({units.ms(launch)})"
+            return (
+                f"The io worker pool is growing: {units.sessions(activity.pool_average or 0.0)}"
+                f" of at most {units.count(ceiling)} workers (io_max_workers) running on"
+                f" average, busy {units.percent(utilization)}; it adds a worker every"
+                f" io_worker_launch_interval{every} while reads queue.{queue}"
+            )
         return (
             f"The io worker pool is big enough: {units.sessions(activity.pool_average or 0.0)}"
             f" of at most {units.count(ceiling)} workers (io_max_workers) running on average,"

@@ -16,11 +16,19 @@ def pool_busy(ctx: Context) -> bool:
     return utilization is not None and utilization > ctx.thresholds.max_utilization
 
 
+def pool_queueing(ctx: Context) -> bool:
+    """The pool busy while I/Os wait for a worker: then, and only then, more workers would
+    read more. One read stream (synchronized scans of one table) keeps a worker as busy with
+    nothing queued, and more workers do not make it faster (docs/alerts.md)."""
+    queued = ctx.summary.activity.queued_ios
+    return pool_busy(ctx) and queued is not None and queued >= ctx.thresholds.min_queued_ios
+
+
 def _overflow_sessions(ctx: Context) -> float:
     """Clients reading by themselves because the io worker queue was full. Under
     io_method=worker PostgreSQL also reads single blocks in place (index lookups) whatever the
     pool's load, so these count only while the pool is busy."""
-    if ctx.summary.server.io_method != "worker" or not pool_busy(ctx):
+    if ctx.summary.server.io_method != "worker" or not pool_queueing(ctx):
         return 0.0
     return ctx.summary.activity.sync_read_sessions
 
@@ -42,7 +50,7 @@ def pool_signals(ctx: Context) -> list[str]:
         if share is None or share < t.min_pool_share:
             return []
     signals = []
-    if pool_busy(ctx):
+    if pool_queueing(ctx):
         signals.append("utilization")
     if activity.submission_queue_sessions > t.max_submission_queue_sessions:
         signals.append("submission_queue")
@@ -118,7 +126,9 @@ def io_worker_pool_saturated(ctx: Context) -> Finding | None:
     suggested = suggested_io_workers(ctx)
     said = {
         "utilization": f"io workers busy {units.percent(activity.io_worker_utilization)} of the"
-        f" time (above {units.percent(t.max_utilization)})",
+        f" time (above {units.percent(t.max_utilization)}) with"
+        f" {units.sessions(activity.queued_ios or 0.0)} I/Os waiting for a worker on average"
+        f" (at least {units.sessions(t.min_queued_ios)})",
         "submission_queue": f"{units.sessions(activity.submission_queue_sessions)} sessions"
         " waiting for the submission queue",
         "clients_reading_themselves": f"{units.sessions(activity.sync_read_sessions)} client"
@@ -133,6 +143,8 @@ def io_worker_pool_saturated(ctx: Context) -> Finding | None:
         running: workers,
         "io_worker_utilization": activity.io_worker_utilization,
         "max_utilization": t.max_utilization,
+        "queued_ios": activity.queued_ios,
+        "min_queued_ios": t.min_queued_ios,
         "submission_queue_sessions": activity.submission_queue_sessions,
         "max_submission_queue_sessions": t.max_submission_queue_sessions,
         "sync_read_sessions": activity.sync_read_sessions,

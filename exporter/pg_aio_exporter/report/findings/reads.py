@@ -10,7 +10,7 @@ from typing import Any
 from pg_aio_exporter.report import units
 from pg_aio_exporter.report.findings.context import Context, Finding
 from pg_aio_exporter.report.findings.intervals import SlowIntervals, read_intervals
-from pg_aio_exporter.report.findings.pool import pool_busy, pool_signals
+from pg_aio_exporter.report.findings.pool import pool_busy, pool_queueing, pool_signals
 from pg_aio_exporter.report.side import Regression
 from pg_aio_exporter.report.workload import WorkloadComparison
 
@@ -179,7 +179,7 @@ def storage_saturated(ctx: Context) -> Finding | None:
         " help. Check the volume's IOPS and throughput limits (cloud volumes throttle), give"
         " reads a faster volume, or read less: more shared_buffers, or plans that scan less."
     )
-    if pool_busy(ctx) and ctx.summary.server.io_method == "worker":
+    if pool_queueing(ctx) and ctx.summary.server.io_method == "worker":
         evidence["io_worker_utilization"] = ctx.summary.activity.io_worker_utilization
         summary += " The io workers are busy too, so part of that wait is queueing for them."
         if pool_signals(ctx):
