@@ -106,6 +106,15 @@ def test_no_reads_no_figures() -> None:
     assert out["write_seconds_per_byte"] == [None]
 
 
+def test_read_time_without_reads_no_figures() -> None:
+    """PostgreSQL 19: read_time counts the wait for another backend's read, reads stay 0."""
+    points = [PollTotal(0, 0, True, ReadCounters(0, 0, 0, 0), NO_WRITES)]
+    points.append(PollTotal(10, 10, True, ReadCounters(0, 0, 40, 5), NO_WRITES))
+    out = series.polls_json(points, None)
+    assert out["read_ops_per_second"] == [0.0]
+    assert out["read_latency_seconds"] == [None] and out["read_seconds_per_byte"] == [None]
+
+
 def test_short_intervals_at_the_ends_are_merged() -> None:
     # The window's first poll 0.3 s after its start, its last 0.1 s after a regular one: two
     # intervals of a few reads each would chart noise; they are merged into their neighbours.
