@@ -144,13 +144,23 @@ def latency_over(progress: str, started: float, ended: float) -> tuple[float, fl
 
 
 def measure(
-    server: LocalServer, workload: str, saved: Path, seconds: float = REPORT_SECONDS
+    server: LocalServer,
+    workload: str,
+    saved: Path,
+    seconds: float = REPORT_SECONDS,
+    baseline: Path | None = None,
 ) -> Run:
     """pgbench and the report over the same seconds: pgbench runs around the report's window
-    and its latency is taken over that window alone."""
+    and its latency is taken over that window alone. `baseline`: a saved report the report is
+    judged against (`--baseline`), its judgement in the saved file."""
     sql, clients, sample_interval = SCRIPTS[workload]
     return measure_script(
-        server, (sql, clients, sample_interval), saved, seconds, RATES.get(workload)
+        server,
+        (sql, clients, sample_interval),
+        saved,
+        seconds,
+        RATES.get(workload),
+        baseline=baseline,
     )
 
 
@@ -160,6 +170,8 @@ def measure_script(
     saved: Path,
     seconds: float = REPORT_SECONDS,
     rate: int | None = None,
+    *,
+    baseline: Path | None = None,
 ) -> Run:
     """measure() of a pgbench script of its own: (sql, clients, the report's --sample-interval)."""
     sql, clients, sample_interval = script_run
@@ -172,6 +184,7 @@ def measure_script(
                 *(sys.executable, "-m", "pg_aio_exporter", "report", "--dsn", server.dsn()),
                 *("--duration", f"{seconds:g}s", "--sample-interval", sample_interval),
                 *("--save", str(saved), "--format", "json"),
+                *(("--baseline", str(baseline)) if baseline is not None else ()),
             ],
             capture_output=True,
             text=True,
