@@ -28,7 +28,7 @@ import pytest
 
 from pgbins import DEBIAN_MAJOR, bin_dir, debian_release
 from test_report import findings
-from test_workload_time import MOVED, READ_US, SCRIPTS, SLOW_READ_US, Run, measure, start
+from test_workload_time import MOVED, SLOW_READ_US, Run, measure, measure_workloads, start
 
 pytestmark = pytest.mark.integration
 
@@ -45,18 +45,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, s
     out: dict[tuple[str, str], Run] = {}
     eighteen, shim18 = start(bin_dir("18"), io_method="worker")
     try:
-        for workload in SCRIPTS:
-            shim18.set_delay(READ_US[workload])
-            out[("18", workload)] = measure(eighteen, workload, root / f"18-{workload}.json")
+        out |= measure_workloads(eighteen, shim18, "18", root)
     finally:
         eighteen.destroy()
     nineteen, shim19 = start(bin_dir(DEBIAN_MAJOR), io_method="worker")
     try:
-        for workload in SCRIPTS:
-            shim19.set_delay(READ_US[workload])
-            base = root / f"18-{workload}.json"
-            saved = root / f"19-{workload}.json"
-            out[("19", workload)] = measure(nineteen, workload, saved, baseline=base)
+        out |= measure_workloads(nineteen, shim19, "19", root, against="18")
         shim19.set_delay(SLOW_READ_US)
         saved = root / "19-slow-scan.json"
         out[(SLOWED, "scan")] = measure(nineteen, "scan", saved, baseline=root / "18-scan.json")

@@ -216,6 +216,21 @@ def start(
     return server, shim
 
 
+def measure_workloads(
+    server: LocalServer, shim: SlowReads, name: str, root: Path, against: str | None = None
+) -> dict[tuple[str, str], Run]:
+    """(name, workload) -> its run, for each workload of SCRIPTS on its storage (READ_US), the
+    report saved as root/<name>-<workload>.json; `against`: the name of the runs whose saved
+    reports are each workload's --baseline."""
+    out = {}
+    for workload in SCRIPTS:
+        shim.set_delay(READ_US[workload])
+        saved = root / f"{name}-{workload}.json"
+        base = None if against is None else root / f"{against}-{workload}.json"
+        out[(name, workload)] = measure(server, workload, saved, baseline=base)
+    return out
+
+
 def test_pgbench_stops_when_the_report_is_done(pg18: LocalServer, tmp_path: Path) -> None:
     """measure() on the suite's server: pgbench, started for PGBENCH_LIMIT seconds, is stopped
     as soon as the report's window ends, and its latency over that window is read."""
@@ -235,9 +250,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, s
     out: dict[tuple[str, str], Run] = {}
     seventeen, slow17 = start(pgbins.bin_dir("17"))
     try:
-        for workload in SCRIPTS:
-            slow17.set_delay(READ_US[workload])
-            out[("17", workload)] = measure(seventeen, workload, root / f"17-{workload}.json")
+        out |= measure_workloads(seventeen, slow17, "17", root)
     finally:
         seventeen.destroy()
     eighteen, shim = start(pgbins.bin_dir("18"), io_method="worker")
