@@ -38,9 +38,11 @@ SLOWEST_FIRST = (
     "test_alerts_vmalert.py",
     "test_alerts_e2e.py",
     "test_workload_time.py",
+    "test_pool_19.py",  # ~4 minutes alone, a minute of it pgbench's alternating runs (issue 45)
     "test_workload_sound.py",
     "test_faults.py",
     "test_report_html.py",  # three 10 s reports, Chromium and the Nu checker: ~60-90 s
+    "test_report_upgrade_19.py",  # five 10 s reports on 18 and 19: ~100-120 s alone
     "test_sampler.py",
     "test_alerts_rules.py",
     "test_alerts_e2e_io_uring.py",

@@ -204,6 +204,34 @@ def test_pg_stat_io_interval_gauges(major: str) -> None:
     assert bulkread == 8192 if int(major) < 18 else bulkread > 8192
 
 
+def test_pg_stat_io_read_time_without_reads_has_no_gauge() -> None:
+    """PostgreSQL 19 counts in read_time the wait for a read another backend issued, while the
+    waiting row's reads stay 0 (issue 45): 19's recorded rows, the client backends' normal row
+    given 40 ms of such waiting between the polls. That row has no per-read gauge (never a
+    division by 0), its wait is served in its counter, and every other row is as recorded."""
+    first, second = polls("19", "pg_stat_io")
+    normal = ("client backend", "relation", "normal")
+    before = next(r for r in first if (r["backend_type"], r["object"], r["context"]) == normal)
+    waited = [
+        {**row, "reads": before["reads"], "read_bytes": before["read_bytes"]}
+        | {"read_time": before["read_time"] + 40.0}
+        if (row["backend_type"], row["object"], row["context"]) == normal
+        else row
+        for row in second
+    ]
+    as_recorded = poll(registry.POLL["pg_stat_io"](), first, second)
+    got = poll(registry.POLL["pg_stat_io"](), first, waited)
+    row = key(before)
+    assert row in as_recorded["pg_aio_read_latency_seconds"], "the row read between the polls"
+    for gauge in ("pg_aio_read_latency_seconds", "pg_aio_read_seconds_per_byte"):
+        assert row not in got.get(gauge, {}), gauge
+        others = {k: v for k, v in as_recorded.get(gauge, {}).items() if k != row}
+        assert got.get(gauge, {}) == others, gauge
+    assert got["pg_stat_io_read_time_seconds_total"][row] == pytest.approx(
+        (before["read_time"] + 40.0) / 1000
+    )
+
+
 # -- settings and server ----------------------------------------------------------------------
 
 

@@ -54,6 +54,17 @@ PEER_JOB = "postgres"
 # still show data (a variable whose label a query forgot to filter on, or filters wrongly on,
 # shows up here rather than under "All"). The server variables take the first (only) value.
 PREFER = {"backend_type": "client backend", "object": "relation", "context": "normal"}
+# The queries of PostgreSQL 19's pool settings (io_min_workers, io_max_workers), and of 18's
+# io_workers, which 19 has no more.
+PG19_ONLY = tuple(
+    f"panel {title!r} {ref}"
+    for title, refs in (
+        ("io worker utilisation", "B"),
+        ("io workers: running vs io_workers / io_max_workers", "CD"),
+        ("AIO settings over time", "BC"),
+    )
+    for ref in refs
+)
 # Queries that may rightly return nothing on a healthy test server, by (where, reason). An
 # entry that stops matching any query fails the test, so this list cannot rot.
 MAY_BE_EMPTY = {
@@ -65,15 +76,7 @@ MAY_BE_EMPTY = {
         "io worker queue or io_uring ring contention needs more concurrent readers than 2"
     ),
     # PostgreSQL 19's pool settings (io_max_workers, io_min_workers): this stack runs 18.
-    **{
-        f"panel {title!r} {ref}": "PostgreSQL 19 only: this stack runs 18"
-        for title, refs in (
-            ("io worker utilisation", "B"),
-            ("io workers: running vs io_workers / io_max_workers", "CD"),
-            ("AIO settings over time", "BC"),
-        )
-        for ref in refs
-    },
+    **{key: "PostgreSQL 19 only: this stack runs 18" for key in PG19_ONLY},
     # The write row: this stack's workload only reads, on a server with fsync off;
     # tests/test_writes.py runs these queries under pgbench's write load and slowed syncs.
     **{
@@ -148,14 +151,34 @@ def key(query: dq.Query) -> str:
     return f"{query.kind} {query.title!r}" + (f" {query.ref_id}" if query.ref_id else "")
 
 
+@dataclass(frozen=True)
+class View:
+    """How Grafana asks: its globals, the comparison offset typed in, the range shown and the
+    step of its range queries."""
+
+    grafana: dict[str, str]
+    offset: str
+    range_seconds: int
+    step: str
+    retry_seconds: float  # between rounds of queries while some are still empty
+
+
+# This module's stack: 30 s scrapes, as users run them.
+USERS = View(
+    GRAFANA, f"{OFFSET_SECONDS}s", RANGE_SECONDS, f"{SCRAPE_SECONDS // 2}s", SCRAPE_SECONDS / 3
+)
+
+
 def values(
-    board: dict[str, Any], prom: Prometheus, prefer: dict[str, str] | None
+    board: dict[str, Any], prom: Prometheus, prefer: dict[str, str] | None, view: View = USERS
 ) -> dict[str, str]:
-    return resolve(board, prom, prefer, RANGE_SECONDS, grafana=GRAFANA, offset=f"{OFFSET_SECONDS}s")
+    return resolve(
+        board, prom, prefer, view.range_seconds, grafana=view.grafana, offset=view.offset
+    )
 
 
-def run(prom: Prometheus, expr: str) -> list[dict[str, Any]]:
-    return prom.query_range(expr, RANGE_SECONDS, step=f"{SCRAPE_SECONDS // 2}s")
+def run(prom: Prometheus, expr: str, view: View = USERS) -> list[dict[str, Any]]:
+    return prom.query_range(expr, view.range_seconds, step=view.step)
 
 
 # The names both exporters use on purpose, the conventional ones (docs/metrics.md): pg_up, a
@@ -185,39 +208,7 @@ def test_no_name_of_ours_is_one_of_postgres_exporters_but_the_conventional_ones(
 
 def test_every_panel_query_returns_our_data(prom: Prometheus, record_property: Any) -> None:
     started = time.monotonic()
-    boards = [json.loads(p.read_text()) for p in BOARDS]
-    empty: dict[str, str] = {}
-    theirs: list[str] = []
-    checked = 0
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        # Re-resolve each round: variables list only what Prometheus has seen so far.
-        empty, theirs, checked = {}, [], 0
-        for board in boards:
-            for prefer in (None, PREFER):
-                chosen = values(board, prom, prefer)
-                for query in dq.queries(board):
-                    if query.kind == "variable":
-                        continue
-                    expr = dq.substitute(query.expr, chosen)
-                    checked += 1
-                    result = run(prom, expr)
-                    theirs += [f"{query.where}: {s['metric']}" for s in result if foreign(s)]
-                    if not result:
-                        selection = "All" if prefer is None else "one value"
-                        empty[f"{board['title']}: {query.where} ({selection}): {expr}"] = key(query)
-        expected_empty = {
-            k: v for k, v in empty.items() if v in MAY_BE_EMPTY or v.startswith("annotation")
-        }
-        if len(empty) == len(expected_empty) or time.monotonic() > deadline:
-            break
-        time.sleep(SCRAPE_SECONDS / 3)
-    assert theirs == [], "\n".join(theirs)
-    unexpected = sorted(k for k in empty if k not in expected_empty)
-    assert unexpected == [], "\n".join(unexpected)
-
-    all_keys = {key(q) for b in boards for q in dq.queries(b)}
-    assert set(MAY_BE_EMPTY) <= all_keys, f"stale entries: {set(MAY_BE_EMPTY) - all_keys}"
+    empty, checked = every_panel_query_returns_data(prom, MAY_BE_EMPTY, USERS, TIMEOUT)
     elapsed = time.monotonic() - started
     record_property("queries_checked", checked)
     record_property("seconds_until_all_returned_data", round(elapsed, 1))
@@ -227,6 +218,48 @@ def test_every_panel_query_returns_our_data(prom: Prometheus, record_property: A
         *sorted(empty),
         sep="\n",
     )
+
+
+def every_panel_query_returns_data(
+    prom: Prometheus, may_be_empty: dict[str, str], view: View, timeout: float
+) -> tuple[list[str], int]:
+    """Every query of the shipped dashboards, with every variable "All" and with one value
+    each, returns data of ours only, but those `may_be_empty` names (each of which must name a
+    query); asked again until then or `timeout`. The queries left empty, and how many ran."""
+    boards = [json.loads(p.read_text()) for p in BOARDS]
+    empty: dict[str, str] = {}
+    theirs: list[str] = []
+    checked = 0
+    deadline = time.monotonic() + timeout
+    while True:
+        # Re-resolve each round: variables list only what Prometheus has seen so far.
+        empty, theirs, checked = {}, [], 0
+        for board in boards:
+            for prefer in (None, PREFER):
+                chosen = values(board, prom, prefer, view)
+                for query in dq.queries(board):
+                    if query.kind == "variable":
+                        continue
+                    expr = dq.substitute(query.expr, chosen)
+                    checked += 1
+                    result = run(prom, expr, view)
+                    theirs += [f"{query.where}: {s['metric']}" for s in result if foreign(s)]
+                    if not result:
+                        selection = "All" if prefer is None else "one value"
+                        empty[f"{board['title']}: {query.where} ({selection}): {expr}"] = key(query)
+        expected_empty = {
+            k: v for k, v in empty.items() if v in may_be_empty or v.startswith("annotation")
+        }
+        if len(empty) == len(expected_empty) or time.monotonic() > deadline:
+            break
+        time.sleep(view.retry_seconds)
+    assert theirs == [], "\n".join(theirs)
+    unexpected = sorted(k for k in empty if k not in expected_empty)
+    assert unexpected == [], "\n".join(unexpected)
+
+    all_keys = {key(q) for b in boards for q in dq.queries(b)}
+    assert set(may_be_empty) <= all_keys, f"stale entries: {set(may_be_empty) - all_keys}"
+    return sorted(empty), checked
 
 
 def test_annotations_watch_existing_series(prom: Prometheus) -> None:

@@ -97,12 +97,16 @@ def test_polls_give_throughput_wait_per_byte_and_read_size() -> None:
     assert out["write_seconds_per_byte"] == rounded([1 / 1000 / MIB] * 5)
 
 
-def test_no_reads_no_figures() -> None:
+# Without reads, read_time stays 0; on PostgreSQL 19 it counts the wait for a read another
+# backend issued while reads stay 0 (issue 45): no division by 0 either way.
+@pytest.mark.parametrize("read_time_ms", [0, 40])
+def test_no_reads_no_figures(read_time_ms: float) -> None:
     points = [PollTotal(0, 0, True, ReadCounters(0, 0, 0, 0), NO_WRITES)]
-    points.append(PollTotal(10, 10, True, ReadCounters(0, 0, 0, 5), NO_WRITES))
+    points.append(PollTotal(10, 10, True, ReadCounters(0, 0, read_time_ms, 5), NO_WRITES))
     out = series.polls_json(points, None)
     assert out["read_bytes_per_second"] == [0.0]
     assert out["read_seconds_per_byte"] == [None] and out["read_size_bytes"] == [None]
+    assert out["read_latency_seconds"] == [None]
     assert out["write_seconds_per_byte"] == [None]
 
 

@@ -215,6 +215,28 @@ def test_read_figures_over_the_window() -> None:
     assert total.wait_sessions == pytest.approx(200_000 * 0.1 * MS / 100)
 
 
+def test_read_time_without_reads_never_divides_by_zero() -> None:
+    """PostgreSQL 19 counts in read_time the wait for a read another backend issued, while the
+    waiting row's reads stay 0 (issue 45): that row has no per-read figure, its wait counts
+    in the sessions waiting, and judging, comparing and writing it raise nothing."""
+    waited = ReadCounters(0, 0, 500, 100)  # 0.5 s of waiting, no read of its own
+    rows = {NORMAL: waited, **HEALTHY}
+    s = summary(rows)
+    alone = s.reads(NORMAL)
+    assert alone.figures is None
+    assert alone.named()["seconds_per_read"] is None and alone.named()["seconds_per_byte"] is None
+    assert alone.wait_sessions == pytest.approx(0.5 / 100)
+    # The whole server: both rows' wait over the reads counted (20 s + 0.5 s over 200,000).
+    figures = s.total.figures
+    assert figures is not None
+    assert figures.latency_seconds == pytest.approx(20.5 / 200_000)
+    # The waiting row alone on both sides, and against a window where it read.
+    for now, before in ((summary({NORMAL: waited}), summary({NORMAL: waited})), (s, summary())):
+        report = judge(now, T, before)
+        json.loads(document.dumps(report, T))
+        text.render(report, T)
+
+
 def test_activity_figures() -> None:
     a = activity(
         200,

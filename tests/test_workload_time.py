@@ -144,13 +144,23 @@ def latency_over(progress: str, started: float, ended: float) -> tuple[float, fl
 
 
 def measure(
-    server: LocalServer, workload: str, saved: Path, seconds: float = REPORT_SECONDS
+    server: LocalServer,
+    workload: str,
+    saved: Path,
+    seconds: float = REPORT_SECONDS,
+    baseline: Path | None = None,
 ) -> Run:
     """pgbench and the report over the same seconds: pgbench runs around the report's window
-    and its latency is taken over that window alone."""
+    and its latency is taken over that window alone. `baseline`: a saved report the report is
+    judged against (`--baseline`), its judgement in the saved file."""
     sql, clients, sample_interval = SCRIPTS[workload]
     return measure_script(
-        server, (sql, clients, sample_interval), saved, seconds, RATES.get(workload)
+        server,
+        (sql, clients, sample_interval),
+        saved,
+        seconds,
+        RATES.get(workload),
+        baseline=baseline,
     )
 
 
@@ -160,6 +170,8 @@ def measure_script(
     saved: Path,
     seconds: float = REPORT_SECONDS,
     rate: int | None = None,
+    *,
+    baseline: Path | None = None,
 ) -> Run:
     """measure() of a pgbench script of its own: (sql, clients, the report's --sample-interval)."""
     sql, clients, sample_interval = script_run
@@ -172,6 +184,7 @@ def measure_script(
                 *(sys.executable, "-m", "pg_aio_exporter", "report", "--dsn", server.dsn()),
                 *("--duration", f"{seconds:g}s", "--sample-interval", sample_interval),
                 *("--save", str(saved), "--format", "json"),
+                *(("--baseline", str(baseline)) if baseline is not None else ()),
             ],
             capture_output=True,
             text=True,
@@ -203,6 +216,21 @@ def start(
     return server, shim
 
 
+def measure_workloads(
+    server: LocalServer, shim: SlowReads, name: str, root: Path, against: str | None = None
+) -> dict[tuple[str, str], Run]:
+    """(name, workload) -> its run, for each workload of SCRIPTS on its storage (READ_US), the
+    report saved as root/<name>-<workload>.json; `against`: the name of the runs whose saved
+    reports are each workload's --baseline."""
+    out = {}
+    for workload in SCRIPTS:
+        shim.set_delay(READ_US[workload])
+        saved = root / f"{name}-{workload}.json"
+        base = None if against is None else root / f"{against}-{workload}.json"
+        out[(name, workload)] = measure(server, workload, saved, baseline=base)
+    return out
+
+
 def test_pgbench_stops_when_the_report_is_done(pg18: LocalServer, tmp_path: Path) -> None:
     """measure() on the suite's server: pgbench, started for PGBENCH_LIMIT seconds, is stopped
     as soon as the report's window ends, and its latency over that window is read."""
@@ -222,9 +250,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, s
     out: dict[tuple[str, str], Run] = {}
     seventeen, slow17 = start(pgbins.bin_dir("17"))
     try:
-        for workload in SCRIPTS:
-            slow17.set_delay(READ_US[workload])
-            out[("17", workload)] = measure(seventeen, workload, root / f"17-{workload}.json")
+        out |= measure_workloads(seventeen, slow17, "17", root)
     finally:
         seventeen.destroy()
     eighteen, shim = start(pgbins.bin_dir("18"), io_method="worker")
