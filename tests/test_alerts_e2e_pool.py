@@ -224,6 +224,11 @@ def test_a_pool_that_reads_queue_for_alerts_and_its_suggested_size_is_faster(
     assert faster > FASTER
 
 
+# Its premise needs CPU for all four sessions at once: in `make test`'s parallel run (load 12,
+# 2026-11-27 CI) their synchronized scans fell out of step into several read streams, which do
+# queue, and the report rightly found the pool short. `make test-quiet` runs it on a machine
+# left to it (docs/alerts.md).
+@pytest.mark.quiet_host
 def test_one_read_stream_keeps_the_pool_busy_but_neither_alerts_nor_finds(
     stack: WorkerStack,
 ) -> None:
