@@ -23,7 +23,6 @@ from alerts.recording import (
     REGIME_LABELS,
     WRITES,
     Side,
-    class_limit,
     guard_words,
     indent,
     interval_series,
@@ -307,11 +306,12 @@ def storage_saturated_by_writes(params: Params, p: Params) -> Alert:
     # Without track_wal_io_timing (off by default) the time per WAL sync is known only from the
     # samples (wal_sync_sampled); where the WAL is timed its measured latency judges instead.
     min_syncs = params["alerts"]["PgAioWalSyncLatencyHigh"]["min_syncs_per_second"]
+    # Time-weighted as the timed signal: after an incident that collapses the syncs (fsync
+    # +10 ms: 10x fewer), a window's ratio of sums would be the healthy minutes' for minutes.
     sampled = (
-        f"{rec(params, 'pg_aio_target:wal_sync_sampled_seconds')}\n"
-        f"      > on (target) group_left ()\n      {class_limit('seconds_per_sync')}\n"
-        f"    and\n    {rec(params, 'pg_aio_target:wal_syncs_per_second')} >= {min_syncs}\n"
-        f"    unless on (target)\n    {series(params, 'pg_settings_track_wal_io_timing')} == 1"
+        f"(\n{indent(mostly_above(params, 'PgAioWalSyncLatencyHigh', 'wal_sync_sampled'), 6)}"
+        f"\n    )\n    unless on (target)\n"
+        f"    {series(params, 'pg_settings_track_wal_io_timing')} == 1"
     )
     # One alert, three symptoms of slow writes; `signal` says which. The value is the sessions
     # waiting: the symptoms (x 0) lend their labels, the waiting sessions their value.
@@ -344,7 +344,8 @@ def storage_saturated_by_writes(params: Params, p: Params) -> Alert:
         f"{p['latency_factor']} x {baseline_words(params, WRITES)} at > {floor} s per write, or"
         " with track_wal_io_timing off: processes sampled in "
         f"IO/{{{p['wal_sync_events']}}} / WAL syncs per second > the storage class's "
-        f"seconds_per_sync at >= {min_syncs} syncs/s)",
+        f"seconds_per_sync {share_words(params, 'PgAioWalSyncLatencyHigh')}, an interval "
+        f"counting at >= {min_syncs} syncs/s)",
     )
 
 

@@ -311,6 +311,18 @@ def wal_formulas(scope: Scope) -> dict[str, Formula]:
                 f"{seconds}\n/\n({ops} > 0)\n{gate}",
             )
         )
+    # Without track_wal_io_timing (off by default) the time per sync from the samples: the
+    # processes in a WAL sync over the syncs per second (Little's law: the syncs in progress
+    # are the rate times the time each takes). The exporter advances the sampled seconds at
+    # each poll, with the syncs, so that the ratio of one scrape interval is exact (irate).
+    out.append(
+        Formula(
+            "wal_sync_sampled_seconds",
+            "time per WAL sync from the samples: processes in a WAL sync / WAL syncs per second",
+            f"{scope.rate('pg_aio_wal_sync_sampled_seconds_total')}\n/\n"
+            f"({scope.rate('pg_aio_wal_syncs_total')} > 0)",
+        )
+    )
     return {f.name: f for f in out}
 
 
@@ -348,24 +360,4 @@ def write_wait_sessions(
         "write_wait_sessions",
         "average sessions waiting on writes (IO write and WAL waits, LWLock WALWrite)",
         f"sum {grouping} (\n{waits}\n)",
-    )
-
-
-def wal_sync_sampled(scope: Scope, sync_events: str) -> Formula:
-    """Time per WAL sync without track_wal_io_timing: the average processes (io workers aside)
-    in a WAL sync, sampled, over the WAL syncs per second (Little's law: the syncs in progress
-    are the rate times the time each takes)."""
-    syncing = per_sample(
-        scope,
-        "pg_aio_wait_event_samples_total",
-        WAIT_LABELS,
-        NOT_IO_WORKER,
-        'wait_event_type="IO"',
-        f'wait_event=~"{sync_events}"',
-    )
-    return Formula(
-        "wal_sync_sampled_seconds",
-        "time per WAL sync from the samples: processes in a WAL sync / WAL syncs per second",
-        f"sum {without(WAIT_LABELS)} (\n{syncing}\n)\n/\n"
-        f"({scope.rate('pg_aio_wal_syncs_total')} > 0)",
     )

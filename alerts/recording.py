@@ -13,6 +13,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from alerts.promql import (
+    Formula,
     Scope,
     active_sessions,
     backend_write_share,
@@ -24,7 +25,6 @@ from alerts.promql import (
     io_worker_queued_ios,
     io_worker_utilization,
     wal_formulas,
-    wal_sync_sampled,
     workload_formulas,
     write_formulas,
     write_wait_sessions,
@@ -164,7 +164,6 @@ def write_rules(params: Params, window: str) -> list[Recording]:
         *wal_formulas(scope).values(),
         backend_write_share(scope),
         write_wait_sessions(scope, io_write_events, saturated["write_lock_events"]),
-        wal_sync_sampled(scope, saturated["wal_sync_events"]),
     ]
     return [
         Recording(f"pg_aio_target:{f.name}:rate{window}", "target", f.meaning, f.expr)
@@ -226,18 +225,31 @@ def interval_rules(params: Params) -> list[Recording]:
             f"and\n{reads['read_ops_per_second'].expr} >= "
             f"{params['min_read_ops_per_second']}",
         ),
-        Recording(
-            figure("wal_sync_latency_above_limit"),
-            "target",
-            "1 when the last scrape interval's time per WAL sync was above the storage "
-            "class's seconds_per_sync, 0 when not; no sample for an interval with fewer than "
-            f"{min_syncs} syncs/s",
-            f"(\n{indent(grouped(syncs['wal_sync_latency_seconds'].expr))}\n"
-            f"  > bool on (target) group_left ()\n"
-            f"  {class_limit('seconds_per_sync')}\n)\n"
-            f"and\n{syncs['wal_syncs_per_second'].expr} >= {min_syncs}",
+        sync_above_limit(
+            figure("wal_sync_latency_above_limit"), syncs, "wal_sync_latency_seconds", min_syncs
+        ),
+        sync_above_limit(
+            figure("wal_sync_sampled_above_limit"), syncs, "wal_sync_sampled_seconds", min_syncs
         ),
     ]
+
+
+def sync_above_limit(
+    name: str, syncs: dict[str, Formula], seconds: str, min_syncs: float
+) -> Recording:
+    """1 when the last scrape interval's time per WAL sync (`seconds`: timed, or by the
+    samples) was above the storage class's seconds_per_sync, 0 when not."""
+    return Recording(
+        name,
+        "target",
+        f"1 when the last scrape interval's {syncs[seconds].meaning} was above the storage "
+        "class's seconds_per_sync, 0 when not; no sample for an interval with fewer than "
+        f"{min_syncs} syncs/s",
+        f"(\n{indent(grouped(syncs[seconds].expr))}\n"
+        f"  > bool on (target) group_left ()\n"
+        f"  {class_limit('seconds_per_sync')}\n)\n"
+        f"and\n{syncs['wal_syncs_per_second'].expr} >= {min_syncs}",
+    )
 
 
 def grouped(expr: str) -> str:

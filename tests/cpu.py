@@ -54,6 +54,12 @@ WINDOW_CAPS = {"poll age": 0.85, "first polls": 0.0, "recovery": 1.05}
 # share of the window. Measured the same way: at most 0.222 of it needed, plus 40%.
 OVERRUN_CAP = 0.31
 Task = tuple[int, int]  # process id, thread id
+# A judgement of storage made while at least one runnable task waited for a CPU this share of
+# the time (PSI `some`, /proc/pressure/cpu) may read a starved host as slow storage: a read
+# from the page cache or a WAL sync is timed, and sampled, until its process runs again. On an
+# idle machine the share is a few percent; `make test`'s parallel run keeps it near 1.
+STARVED_HOST_SHARE = 0.5
+PRESSURE = Path("/proc/pressure/cpu")
 T = TypeVar("T")
 
 
@@ -91,6 +97,37 @@ def steal_seconds() -> float:
     """CPU seconds the hypervisor took from this machine so far, summed over its CPUs."""
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
     return int(fields[8]) / TICKS  # cpu user nice system idle iowait irq softirq steal
+
+
+def cpu_pressure_seconds() -> float:
+    """Seconds during which at least one runnable task on this machine waited for a CPU (PSI
+    `some`), so far; 0 on a kernel without PSI, where no judgement is ever excused."""
+    try:
+        some = PRESSURE.read_text().splitlines()[0]
+    except FileNotFoundError:
+        return 0.0
+    return int(some.rsplit("total=", 1)[1]) / 1e6
+
+
+class PressureWatch:
+    """The share of the wall time since it started that a task on this machine waited for a
+    CPU: whether a storage alert on a healthy server is the host's doing."""
+
+    def __init__(self) -> None:
+        self._start = cpu_pressure_seconds()
+        self._started = time.monotonic()
+
+    def share(self) -> float:
+        return (cpu_pressure_seconds() - self._start) / (time.monotonic() - self._started)
+
+    def starved(self) -> bool:
+        return self.share() >= STARVED_HOST_SHARE
+
+    def __str__(self) -> str:
+        return (
+            f"a task waited for a CPU {self.share():.0%} of the last"
+            f" {time.monotonic() - self._started:.0f}s (starved from {STARVED_HOST_SHARE:.0%})"
+        )
 
 
 @dataclass

@@ -50,6 +50,7 @@ def replay(major: str) -> bytes:
     exposition = asyncio.run(new_exposition())
     polled: list[PollCollector[Any]] = registry.poll_collectors()
     sampler = Sampler()
+    rolled = [0]  # sampler.samples at the last roll
 
     def publish_samples() -> None:
         out = MetricSet(BASE_LABELS)
@@ -64,7 +65,8 @@ def replay(major: str) -> bytes:
                 collector.collect(typed(collector.row_type, rows[collector.name]), out)
         out.gauge("pg_up", PG_UP_HELP, 1.0)
         exposition.publish("recorded", "poll", out.families())
-        sampler.roll_window()
+        sampler.roll_window(float(sampler.samples - rolled[0]))  # samples a second apart
+        rolled[0] = sampler.samples
         publish_samples()
 
     poll(recorded["polls"][0])

@@ -21,6 +21,7 @@ from alerts.params import DEFAULT_PARAMS, THRESHOLDS, ParamsError, load_params
 from alerts.render import DOC, outputs, render_doc
 
 from alert_rules import COMMAND
+from pg_aio_exporter.vocabulary import WAL_SYNC
 from prometheus import VERSIONS, binary
 
 pytestmark = pytest.mark.unit
@@ -393,3 +394,10 @@ def test_a_threshold_has_one_source(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr("alerts.params.DEFAULT_PARAMS", twice)
     with pytest.raises(ParamsError, match=r"PgAioStorageSaturated\.latency_factor is set in both"):
         load_params()
+
+
+def test_the_wal_sync_events_are_the_exporters() -> None:
+    """The rules' WAL sync events (thresholds.yaml) are the ones the exporter counts into
+    pg_aio_wal_sync_sampled_seconds_total."""
+    events = load_params()["alerts"]["PgAioStorageSaturatedByWrites"]["wal_sync_events"]
+    assert set(events.split("|")) == WAL_SYNC

@@ -49,7 +49,7 @@ def sampled(collector: SampleCollector[Any], major: str) -> Samples:
     for sample in data["samples"]:
         rows = recorded.typed(collector.row_type, sample[collector.name])
         collector.observe(rows, data["server_version_num"])
-    collector.roll_window()
+    collector.roll_window(len(data["samples"]), float(len(data["samples"])))
     out = MetricSet(T)
     collector.collect_counters(out)
     collector.collect_gauges(out)
@@ -344,7 +344,7 @@ def test_no_io_workers_means_no_io_worker_metrics() -> None:
     collector = activity.ActivityCollector()
     for _ in range(3):
         assert collector.observe(_worker_rows(idle=0, busy=0), 180006) is None
-    collector.roll_window()
+    collector.roll_window(3, 3.0)
     out = MetricSet(T)
     collector.collect_counters(out)
     collector.collect_gauges(out)
@@ -363,7 +363,7 @@ def test_io_worker_denominator_follows_a_pool_change() -> None:
         collector.observe(_worker_rows(idle=2, busy=1), 180006)
     for _ in range(30):
         collector.observe(_worker_rows(idle=0, busy=1), 180006)
-    collector.roll_window()
+    collector.roll_window(40, 40.0)
     out = MetricSet(T)
     collector.collect_counters(out)
     collector.collect_gauges(out)
@@ -374,7 +374,7 @@ def test_io_worker_denominator_follows_a_pool_change() -> None:
     assert got["pg_aio_io_workers"][labels(**T)] == 1
     # Later, a server restarted with io_method=io_uring: no io workers, the metrics go.
     collector.observe(_worker_rows(idle=0, busy=0), 180006)
-    collector.roll_window()
+    collector.roll_window(1, 1.0)
     out = MetricSet(T)
     collector.collect_counters(out)
     collector.collect_gauges(out)
@@ -430,7 +430,7 @@ def activity_row(
 
 
 def observed(collector: activity.ActivityCollector) -> Samples:
-    collector.roll_window()
+    collector.roll_window(1, 1.0)
     out = MetricSet(T)
     collector.collect_counters(out)
     collector.collect_gauges(out)
@@ -586,3 +586,33 @@ def test_checkpointer_same_names_before_and_after_17(major: str) -> None:
     seconds = got["pg_aio_checkpoint_sync_time_seconds_total"][me]
     assert seconds == pytest.approx(row["sync_time"] / 1000)
     assert got["pg_aio_bgwriter_maxwritten_clean_total"][me] == row["maxwritten_clean"]
+
+
+def test_wal_sync_sampled_seconds_move_at_the_polls() -> None:
+    """The processes sampled in a WAL sync, by both names (16's WALSync, 17's WalSync), io
+    workers aside, become seconds only when a window rolls (a poll): each window adds its
+    average processes in a WAL sync times its length, whatever the sample count."""
+    syncing = [
+        activity_row("client backend", "active", "IO", "WalSync", 2),
+        activity_row("walwriter", None, "IO", "WALSync", 1),
+        activity_row("io worker", None, "IO", "WalSync", 1),
+        activity_row("client backend", "active", "LWLock", "WALWrite", 3),
+    ]
+
+    def seconds() -> float:
+        out = MetricSet(T)
+        collector.collect_counters(out)
+        return _render(out)["pg_aio_wal_sync_sampled_seconds_total"][labels(**T)]
+
+    collector = activity.ActivityCollector()
+    for _ in range(4):
+        collector.observe(syncing, 180006)
+    assert seconds() == 0  # sampled, not yet polled
+    collector.roll_window(4, 30.0)  # 3 processes syncing for a 30 s poll interval
+    assert seconds() == 90
+    collector.observe(syncing, 180006)
+    collector.observe(syncing[3:], 180006)
+    collector.roll_window(2, 10.0)  # 1.5 on average for 10 s
+    assert seconds() == 105
+    collector.roll_window(0, 5.0)  # no sample (disconnected): nothing known, nothing added
+    assert seconds() == 105

@@ -51,7 +51,7 @@ def sampled(scenario: str) -> tuple[activity.ActivityCollector, Activity]:
     collector = activity.ActivityCollector()
     for _ in range(case["repeat"]):
         collector.observe(typed(activity.ActivityRow, case["activity"]), data["server_version_num"])
-    collector.roll_window()
+    collector.roll_window(case["repeat"], float(case["repeat"]))
     seen = Activity(
         samples=case["repeat"],
         sample_interval=1.0,

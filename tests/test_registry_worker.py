@@ -86,7 +86,7 @@ class MisfitSampled(MisfitView):
     def observe(self, rows: list[Misfit], version_num: int) -> str | None:
         return None
 
-    def roll_window(self) -> None:
+    def roll_window(self, samples: int, seconds: float) -> None:
         pass
 
     def collect_counters(self, out: MetricSet) -> None:

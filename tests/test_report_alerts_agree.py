@@ -578,7 +578,7 @@ def exposed(
         if collector.name in polled:
             collector.collect(recorded.typed(collector.row_type, polled[collector.name]), out)
     out.gauge("pg_up", "up", 1.0)
-    exporter.roll_window()
+    exporter.roll_window(60.0)  # a poll a minute
     exporter.collect(out, current=True)
     for family in out.families():
         if family.name not in RULE_INPUTS:

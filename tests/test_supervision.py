@@ -69,7 +69,7 @@ class DummySampled:
         self.window += 1
         return None
 
-    def roll_window(self) -> None:
+    def roll_window(self, samples: int, seconds: float) -> None:
         self.rolled += 1
         self.last_window, self.window = self.window, 0
 
@@ -132,10 +132,10 @@ class ObserveHiccups(DummySampled):
 class WindowBreaks(DummySampled):
     """Its roll_window raises from the 3rd poll on."""
 
-    def roll_window(self) -> None:
+    def roll_window(self, samples: int, seconds: float) -> None:
         if self.rolled >= 2:
             raise RuntimeError("a bug in roll_window")
-        super().roll_window()
+        super().roll_window(samples, seconds)
 
 
 Scrape = Callable[[], Awaitable[Samples]]

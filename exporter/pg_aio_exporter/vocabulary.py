@@ -120,6 +120,8 @@ WAL_IO_RENAMED_IN_17: Mapping[str, str] = {
     "WalInitWrite": "WALInitWrite",
     "WalInitSync": "WALInitSync",
 }
+# A WAL sync (issue_xlog_fsync), class IO, by both names: the wait of every commit's flush.
+WAL_SYNC = frozenset({"WalSync", WAL_IO_RENAMED_IN_17["WalSync"]})
 DATA_FILE_IO = (  # the data file I/O waits (class IO), the same name on every version
     SYNC_READ,
     "DataFilePrefetch",

@@ -22,6 +22,7 @@ from pg_aio_exporter.vocabulary import (
     IO_WORKER_IDLE,
     RESTING_WAIT_CLASSES,
     WAIT_LABELS,
+    WAL_SYNC,
     WORKLOAD_BACKENDS,
 )
 
@@ -61,6 +62,7 @@ class ActivitySample:
     io_workers: int = 0
     io_workers_busy: int = 0
     clients: int = 0  # client backends connected, working or idle
+    wal_syncing: int = 0  # processes in a WAL sync, io workers aside
     hidden: int = 0  # processes whose details this role may not see (no pg_monitor)
 
 
@@ -94,6 +96,8 @@ def classify(rows: list[ActivityRow]) -> ActivitySample:
                 sample.io_workers_busy += count
         if is_working(backend_type, state, wait_type):
             sample.working[(backend_type, wait_type or CPU, wait or CPU)] += count
+            if wait_type == "IO" and wait in WAL_SYNC and backend_type != IO_WORKER:
+                sample.wal_syncing += count
     return sample
 
 
@@ -101,6 +105,7 @@ def classify(rows: list[ActivityRow]) -> ActivitySample:
 class _Window:
     busy: int = 0
     slots: int = 0  # io workers seen, summed over samples
+    wal_syncing: int = 0  # processes in a WAL sync, summed over samples
 
 
 class ActivityCollector:
@@ -116,6 +121,11 @@ class ActivityCollector:
         self.slots = 0  # io workers seen, summed over samples: the utilisation denominator
         self.clients = 0  # client backends connected, summed over samples
         self.utilization: float | None = None
+        # Seconds processes spent in a WAL sync by the samples, up to the last poll: it moves
+        # with pg_aio_wal_syncs_total, so that their increases over one scrape interval are
+        # the same poll intervals' (the sampled counters move every sample, the polled ones
+        # every poll: a ratio of the two over a 15 s interval would halve or double).
+        self.wal_sync_seconds = 0.0
         self._window = _Window()
 
     def query(self, version_num: int) -> str | None:
@@ -133,6 +143,7 @@ class ActivityCollector:
         self.clients += seen.clients
         self._window.busy += seen.io_workers_busy
         self._window.slots += seen.io_workers
+        self._window.wal_syncing += seen.wal_syncing
         if seen.hidden:
             return f"{seen.hidden} processes hidden from this role: grant it pg_monitor"
         return None
@@ -146,9 +157,11 @@ class ActivityCollector:
             "client_slots": self.clients,
         }
 
-    def roll_window(self) -> None:
+    def roll_window(self, samples: int, seconds: float) -> None:
         window, self._window = self._window, _Window()
         self.utilization = window.busy / window.slots if window.slots else None
+        if samples:  # the average processes in a WAL sync over the window, times its length
+            self.wal_sync_seconds += window.wal_syncing / samples * seconds
 
     def collect_counters(self, out: MetricSet) -> None:
         for (backend_type, wait_type, wait), count in sorted(self.wait_events.items()):
@@ -161,6 +174,12 @@ class ActivityCollector:
                 wait_event_type=wait_type,
                 wait_event=wait,
             )
+        out.counter(
+            "pg_aio_wal_sync_sampled_seconds",
+            "Seconds processes (io workers aside) spent in a WAL sync (IO/WalSync), by the"
+            " samples; advanced at each poll, with pg_aio_wal_syncs_total.",
+            self.wal_sync_seconds,
+        )
         if self.io_workers is not None:
             out.counter(
                 "pg_aio_io_worker_busy_samples",

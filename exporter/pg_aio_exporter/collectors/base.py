@@ -114,8 +114,8 @@ class SampleCollector(Collector[R], Protocol[R]):
     def observe(self, rows: list[R], version_num: int) -> str | None:
         """Fold one sample in; returns why part of the view was hidden from this role, if so."""
 
-    def roll_window(self) -> None:
-        """Close the poll interval that just ended."""
+    def roll_window(self, samples: int, seconds: float) -> None:
+        """Close the poll interval that just ended: `samples` taken in it, over `seconds`."""
 
     def collect_counters(self, out: MetricSet) -> None: ...
 

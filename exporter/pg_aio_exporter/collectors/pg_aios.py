@@ -82,7 +82,7 @@ class PgAiosCollector:
     def totals(self) -> dict[str, Any]:
         return {"in_flight": dict(self.in_flight), "in_flight_max": dict(self.peak)}
 
-    def roll_window(self) -> None:
+    def roll_window(self, samples: int, seconds: float) -> None:
         window_max, self._window_max = self._window_max, Counter()
         if self.sampled:
             self.max_in_flight = window_max

@@ -26,6 +26,7 @@ Failure = tuple[str, Exception]
 class Sampler:
     def __init__(self, collectors: list[SampleCollector[Any]] | None = None) -> None:
         self.samples = 0
+        self._rolled = 0  # self.samples when the last window was rolled
         self.collectors = registry.sample_collectors() if collectors is None else collectors
         # Collectors without gauges: the last roll_window raised, or the window it closed
         # missed a sample (observe raised).
@@ -57,13 +58,14 @@ class Sampler:
                 failures.append((collector.name, exc))
         return observed, failures
 
-    def roll_window(self) -> list[Failure]:
-        """Close the poll interval that just ended."""
+    def roll_window(self, seconds: float) -> list[Failure]:
+        """Close the poll interval that just ended, `seconds` long."""
         failures: list[Failure] = []
         missed, self._missed = self._missed, set()
+        samples, self._rolled = self.samples - self._rolled, self.samples
         for collector in self.collectors:
             try:
-                collector.roll_window()
+                collector.roll_window(samples, seconds)
             except Exception as exc:
                 self._unrolled.add(collector.name)
                 failures.append((collector.name, exc))

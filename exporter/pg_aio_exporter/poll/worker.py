@@ -187,6 +187,7 @@ class TargetWorker:
         # The first poll at once (pg_up without waiting), the next ones on the target's grid.
         next_poll = loop.time()
         next_sample = next_poll if self._sampler is not None else math.inf
+        rolled = next_poll  # when the sampler's window opened
         grid = next_poll + poll_phase(self.target.name, self._poll_interval) - self._poll_interval
         backoff = 0.0
         end = math.inf if until is None else until
@@ -203,7 +204,8 @@ class TargetWorker:
                         # Samples start once connected: the time a (re)connect took is no
                         # sample missed.
                         next_sample = max(next_sample, loop.time())
-                    self._roll_window()
+                    self._roll_window(loop.time() - rolled)
+                    rolled = loop.time()
                     self._publish_samples(current=reached)
                     if reached:
                         backoff = 0.0
@@ -519,9 +521,9 @@ class TargetWorker:
             self._tap.round_trip(done.transactions, time.time())
         return done.results[: len(statements)]
 
-    def _roll_window(self) -> None:
+    def _roll_window(self, seconds: float) -> None:
         if self._sampler is not None:
-            for name, exc in self._sampler.roll_window():
+            for name, exc in self._sampler.roll_window(seconds):
                 self.internal_error(name, exc, "roll_window")
 
     def _publish_samples(self, *, current: bool) -> None:
