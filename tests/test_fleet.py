@@ -32,14 +32,15 @@ def test_two_dsn_exporters_get_different_stable_names(pg18: LocalServer) -> None
     ]
     try:
         names = [set(exp.wait_poll()["pg_up"]) for exp in exporters]
+        logs = [exp.logs() for exp in exporters]
     finally:
         for exp in exporters:
             exp.stop()
     first = labels(target=f"127.0.0.1:{pg18.port}/postgres")
     assert names == [{first}, {labels(target=f"127.0.0.1:{pg18.port}/template1")}, {first}]
     # Each reaches its server as 127.0.0.1, as a sidecar does: one warning line each.
-    for exp, db in zip(exporters, ("postgres", "template1", "postgres"), strict=True):
-        warned = [line for line in exp.logs().splitlines() if "level=warn" in line]
+    for log, db in zip(logs, ("postgres", "template1", "postgres"), strict=True):
+        warned = [line for line in log.splitlines() if "level=warn" in line]
         assert len(warned) == 1, warned
         assert "only a local address" in warned[0], warned
         assert f"target=127.0.0.1:{pg18.port}/{db}" in warned[0], warned
@@ -58,9 +59,10 @@ def test_target_name_and_labels_from_flags(pg18: LocalServer) -> None:
     )
     try:
         samples = exp.wait_poll()
+        log = exp.logs()
     finally:
         exp.stop()
-    assert "level=warn" not in exp.logs(), "a name of its own: no warning"
+    assert "level=warn" not in log, "a name of its own: no warning"
     assert set(samples["pg_up"]) == {labels(target="orders-1", cluster="payments", role="primary")}
     sampled = samples["pg_aio_sampler_samples_total"]
     assert set(sampled) == {labels(target="orders-1", cluster="payments", role="primary")}
