@@ -15,6 +15,7 @@ from alerts.promql import (
     NOT_IO_WORKER,
     Scope,
     buffer_writes,
+    on_target,
     value_span,
     without,
 )
@@ -170,7 +171,7 @@ def slow_reads(params: Params, p: Params) -> str:
     """Reads slow for the storage class, slower than the target's own baseline, or at the
     volume's configured limits: any of them."""
     at_limit = [
-        f"{rec(params, f'pg_aio_target:{rate}')}\n  >= on (target) group_left ()\n"
+        f"{rec(params, f'pg_aio_target:{rate}')}\n  >= {on_target('group_left ()')}\n"
         f"  {p['volume_limit_share']} * {series(params, limit)}"
         for rate, limit in VOLUME_LIMITS.items()
     ]
@@ -310,7 +311,7 @@ def storage_saturated_by_writes(params: Params, p: Params) -> Alert:
     # +10 ms: 10x fewer), a window's ratio of sums would be the healthy minutes' for minutes.
     sampled = (
         f"(\n{indent(mostly_above(params, 'PgAioWalSyncLatencyHigh', 'wal_sync_sampled'), 6)}"
-        f"\n    )\n    unless on (target)\n"
+        f"\n    )\n    unless {on_target()}\n"
         f"    {series(params, 'pg_settings_track_wal_io_timing')} == 1"
     )
     # One alert, three symptoms of slow writes; `signal` says which. The value is the sessions
@@ -322,7 +323,7 @@ def storage_saturated_by_writes(params: Params, p: Params) -> Alert:
         '    "signal", "write_latency", "", ""\n  )\n'
         f'  or\n  label_replace(\n    {sampled},\n    "signal", "wal_sync_sampled", "", ""\n  )\n'
         ") * 0\n"
-        f"+ on (target) group_left ()\n({waiting} > {p['min_write_wait_sessions']})",
+        f"+ {on_target('group_left ()')}\n({waiting} > {p['min_write_wait_sessions']})",
         summary='Storage of {{ $labels.target }} is saturated by writes: {{ printf "%.1f" '
         "$value }} sessions waiting on writes.",
         description='On average {{ printf "%.1f" $value }} sessions wait on writes (IO/'
@@ -363,7 +364,7 @@ def track_wal_io_timing_off(params: Params, p: Params) -> Alert:
     syncing = rec(params, "pg_aio_target:wal_syncs_per_second")
     return Alert(
         expr=f"{series(params, 'pg_settings_track_wal_io_timing')} == 0\n"
-        f"and on (target)\n{syncing} > 0",
+        f"and {on_target()}\n{syncing} > 0",
         summary="track_wal_io_timing is off on {{ $labels.target }}: WAL sync latency is not "
         "measured.",
         description="The server syncs WAL, but with track_wal_io_timing off (PostgreSQL's "

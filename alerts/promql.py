@@ -27,6 +27,13 @@ BUFFER_WRITES = (
 )
 
 
+# A target's whole identity: the exporter (a scrape's job and instance) and its target name.
+# The name alone is no identity: every sidecar's default is localhost:5432/postgres. A target's
+# extra labels (`labels:`, --label) come with the name (one exporter's names are unique), so
+# the left-hand side of each join keeps them.
+TARGET = ("job", "instance", "target")
+
+
 def matchers(*parts: str) -> str:
     return ", ".join(p for p in parts if p)
 
@@ -37,6 +44,11 @@ def without(labels: Sequence[str]) -> str:
 
 def by(labels: Sequence[str]) -> str:
     return f"by ({', '.join(labels)})"
+
+
+def on_target(modifier: str = "") -> str:
+    """The matching of a join per target, e.g. `on (job, instance, target) group_left ()`."""
+    return f"on ({', '.join(TARGET)}) {modifier}".rstrip()
 
 
 def value_span(selector: str, window: str) -> str:

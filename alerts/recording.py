@@ -13,10 +13,12 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from alerts.promql import (
+    TARGET,
     Formula,
     Scope,
     active_sessions,
     backend_write_share,
+    by,
     in_flight_bytes,
     in_flight_depth,
     io_formulas,
@@ -24,6 +26,7 @@ from alerts.promql import (
     io_worker_pool_share,
     io_worker_queued_ios,
     io_worker_utilization,
+    on_target,
     wal_formulas,
     workload_formulas,
     write_formulas,
@@ -246,7 +249,7 @@ def sync_above_limit(
         "class's seconds_per_sync, 0 when not; no sample for an interval with fewer than "
         f"{min_syncs} syncs/s",
         f"(\n{indent(grouped(syncs[seconds].expr))}\n"
-        f"  > bool on (target) group_left ()\n"
+        f"  > bool {on_target('group_left ()')}\n"
         f"  {class_limit('seconds_per_sync')}\n)\n"
         f"and\n{syncs['wal_syncs_per_second'].expr} >= {min_syncs}",
     )
@@ -274,7 +277,7 @@ def storage_class_rules(params: Params) -> list[Recording]:
     """Each target's storage class's limits: by its pg_aio_storage_class_info, else (a target
     configured with no class) by default_storage_class."""
     classes, default = params["storage_classes"], params["default_storage_class"]
-    up = f"group by (target) ({series(params, 'pg_up')})"
+    up = f"group {by(TARGET)} ({series(params, 'pg_up')})"
     rules = []
     for what, meaning in CLASS_LIMITS.items():
         by_class = "\nor\n".join(
@@ -283,13 +286,13 @@ def storage_class_rules(params: Params) -> list[Recording]:
                 (f'storage_class="{name}"', values) for name, values in classes.items()
             )
         )
-        configured = f"max by (target) (\n{by_class}\n)"
+        configured = f"max {by(TARGET)} (\n{by_class}\n)"
         rules.append(
             Recording(
                 class_limit(what),
                 "target",
                 f"{meaning}, by the target's storage class ({default} unless configured)",
-                f"{configured}\nor on (target)\n{up} * {classes[default][what]}",
+                f"{configured}\nor {on_target()}\n{up} * {classes[default][what]}",
             )
         )
     return rules
@@ -347,7 +350,7 @@ def guard_words(params: Params) -> str:
 
 def read_allowance(params: Params, size: str) -> str:
     """What healthy storage of each target's class needs per read of the `size` series'."""
-    join = "on (target) group_left ()"
+    join = on_target("group_left ()")
     return (
         f"{size}\n"
         f"  / {join} {class_limit('bytes_per_second')}\n"

@@ -100,7 +100,7 @@ class Annotation:
 def _changed(metric: str) -> str:
     # A value that differs after a restart still counts, a mere gap while a target is down
     # (its series are then absent) does not, and a new target is no change (promql.value_span).
-    return f"sum by (target) ({promql.value_span(NOW.series(metric), '5m')}) > 0"
+    return f"sum {promql.by(promql.TARGET)} ({promql.value_span(NOW.series(metric), '5m')}) > 0"
 
 
 def annotation_specs() -> tuple[Annotation, ...]:
@@ -112,7 +112,8 @@ def annotation_specs() -> tuple[Annotation, ...]:
             "PostgreSQL version change",
             "purple",
             # Two version label sets of pg_server_info within 10 minutes: the version changed.
-            f"count by (target) (max_over_time({NOW.series('pg_server_info')}[10m])) > 1",
+            f"count {promql.by(promql.TARGET)} (max_over_time({NOW.series('pg_server_info')}[10m]))"
+            " > 1",
             "PostgreSQL version changed",
         ),
         Annotation("io_method change", "red", _changed("pg_aio_io_method"), "io_method changed"),

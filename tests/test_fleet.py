@@ -1,5 +1,6 @@
 """Fleets: every exporter started with --dsn names its target after the server it reaches
-(never `default`, never with the password), or as --target-name says, with --label's labels."""
+(never `default`, never with the password), or as --target-name says, with --label's labels;
+a name that is only a local address (every sidecar's default) is one warning line at start."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import yaml
 
 from harness import REPO, Exporter, labels
 from pg_aio_exporter.config import ConfigError
-from pg_aio_exporter.config.targets import target_from_dsn
+from pg_aio_exporter.config.targets import local_only, target_from_dsn
 from pg_aio_exporter.demo.server import LocalServer
 from test_cli import assert_config_error, run
 
@@ -31,11 +32,18 @@ def test_two_dsn_exporters_get_different_stable_names(pg18: LocalServer) -> None
     ]
     try:
         names = [set(exp.wait_poll()["pg_up"]) for exp in exporters]
+        logs = [exp.logs() for exp in exporters]
     finally:
         for exp in exporters:
             exp.stop()
     first = labels(target=f"127.0.0.1:{pg18.port}/postgres")
     assert names == [{first}, {labels(target=f"127.0.0.1:{pg18.port}/template1")}, {first}]
+    # Each reaches its server as 127.0.0.1, as a sidecar does: one warning line each.
+    for log, db in zip(logs, ("postgres", "template1", "postgres"), strict=True):
+        warned = [line for line in log.splitlines() if "level=warn" in line]
+        assert len(warned) == 1, warned
+        assert "only a local address" in warned[0], warned
+        assert f"target=127.0.0.1:{pg18.port}/{db}" in warned[0], warned
 
 
 def test_target_name_and_labels_from_flags(pg18: LocalServer) -> None:
@@ -51,8 +59,10 @@ def test_target_name_and_labels_from_flags(pg18: LocalServer) -> None:
     )
     try:
         samples = exp.wait_poll()
+        log = exp.logs()
     finally:
         exp.stop()
+    assert "level=warn" not in log, "a name of its own: no warning"
     assert set(samples["pg_up"]) == {labels(target="orders-1", cluster="payments", role="primary")}
     sampled = samples["pg_aio_sampler_samples_total"]
     assert set(sampled) == {labels(target="orders-1", cluster="payments", role="primary")}
@@ -72,6 +82,28 @@ def test_the_name_follows_libpq_defaults_and_never_holds_the_password(
     assert named.name == "h1:5433/app" and named.labels == {"cluster": "c"}
     with pytest.raises(ConfigError, match="reserved"):
         target_from_dsn("host=h", labels={"target": "x"})
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("name", "local"),
+    [
+        ("localhost:5432/postgres", True),  # every sidecar's default
+        ("127.0.0.1:5432/postgres", True),
+        ("127.0.0.53", True),
+        ("::1:5432/app", True),
+        ("[::1]:5432/app", True),
+        ("/var/run/postgresql:5432/postgres", True),  # a Unix socket, the same in every pod
+        ("localhost", True),
+        ("db-0.db.prod.svc:5432/postgres", False),
+        ("10.0.0.7:5432/postgres", False),
+        ("localhost-replica:5432/postgres", False),
+        ("orders-1", False),
+        ("pg-0", False),
+    ],
+)
+def test_a_name_that_is_only_a_local_address_is_told_apart(name: str, local: bool) -> None:
+    assert local_only(name) is local
 
 
 @pytest.mark.unit

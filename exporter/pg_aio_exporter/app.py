@@ -21,7 +21,7 @@ from typing import Any
 from pg_aio_exporter import __version__
 from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.config import ConfigError
-from pg_aio_exporter.config.targets import Target
+from pg_aio_exporter.config.targets import Target, local_only
 from pg_aio_exporter.config.webconfig import WebConfig
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.selfmetrics import INTERNAL, SelfMetrics
@@ -139,6 +139,16 @@ async def run_exporter(
         health = {"health_address": f"{health_host or '*'}:{health_port}"}
     for warning in options.web.warnings:
         log.warning(warning)
+    for t in targets:
+        if local_only(t.name):
+            # Not an error: one exporter alone is fine, and Prometheus' instance label keeps
+            # exporters apart; but every sidecar has this name, and people read the name.
+            log.warning(
+                "target name is only a local address, the same for every exporter beside its"
+                " server: name it after the server (--target-name, a config file's name:;"
+                " in Kubernetes the pod's name)",
+                extra={"target": t.name},
+            )
     log.info(
         "listening",
         extra={

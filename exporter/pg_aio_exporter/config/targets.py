@@ -6,6 +6,7 @@ password: the CLI turns it into exit code 2.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 import shutil
@@ -30,6 +31,8 @@ APPLICATION_NAME = "pg_aio_exporter"
 RESERVED_LABELS = frozenset({"target", *registry.labels(), *SELF_METRIC_LABELS})
 _LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+# A name of server_address's shape, host[:port][/dbname]; the host may be a socket directory.
+_ADDRESS_RE = re.compile(r"^(?P<host>.+?)(:[0-9]+)?(/[^/]*)?$")
 
 
 DEFAULT_PASSWORD_COMMAND_TIMEOUT = 10.0
@@ -134,11 +137,26 @@ def server_address(conninfo: str) -> str:
     return scrub(f"{host}:{get('port') or 5432}/{get('dbname') or get('user')}", conninfo)
 
 
+def local_only(name: str) -> bool:
+    """Whether a target name is only an address every machine has for itself (localhost, a
+    loopback address, a Unix socket directory): the default name of every sidecar, which
+    reaches its server as localhost, so it names no server of a fleet."""
+    match = _ADDRESS_RE.match(name.strip())
+    host = match["host"].strip("[]") if match else ""
+    if host == "localhost" or host.startswith(("/", "@")):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def target_from_dsn(
     dsn: str, *, name: str | None = None, labels: Any = None, storage: Storage | None = None
 ) -> Target:
-    """The one target of --dsn. Unnamed, it is called after the server it reaches, so that a
-    fleet of exporters started alike (sidecars, one Deployment per server) never share a name."""
+    """The one target of --dsn. Unnamed, it is called after the server it reaches, which keeps
+    exporters apart that reach their servers by name (one Deployment per server), not sidecars:
+    each reaches its own as localhost (local_only)."""
     conninfo = normalize_dsn(dsn)
     name = server_address(conninfo) if name is None else name
     if not name.strip():
