@@ -56,6 +56,19 @@ def _listen(
         raise ConfigError(f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}") from None
 
 
+def warn_collectors_off(options: Options) -> None:
+    """One line per collector that is off and that the shipped alerts need: turning it off is
+    allowed, silently losing alerts is not."""
+    off = set(registry.names()) - options.collectors
+    if options.sample_interval == 0:
+        off |= set(registry.SAMPLE)
+    for name, lost in registry.alerts_lost(sorted(off)).items():
+        log.warning(
+            "collector off: the shipped alert rules lose alerts",
+            extra={"collector": name, **{effect: ",".join(a) for effect, a in lost.items()}},
+        )
+
+
 async def supervise(
     name: str,
     run: Callable[[], Coroutine[Any, Any, None]],
@@ -139,6 +152,7 @@ async def run_exporter(
         health = {"health_address": f"{health_host or '*'}:{health_port}"}
     for warning in options.web.warnings:
         log.warning(warning)
+    warn_collectors_off(options)
     log.info(
         "listening",
         extra={
