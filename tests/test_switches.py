@@ -200,6 +200,12 @@ def test_a_collector_the_alerts_need_is_a_warning(runs: dict[str, tuple[set[str]
     weakens = lines[0].split("weakens=")[1].split()[0].split(",")
     assert {"PgAioReadLatencyRegression", "PgAioWriteLatencyRegression"} <= set(silences)
     assert "PgAioStorageSaturated" in weakens
+    # No sampler: both sampled collectors are off, and said so.
+    sampling = [line for line in runs["sampling off"][1].splitlines() if "collector off" in line]
+    assert sorted(line.split("collector=")[1].split()[0] for line in sampling) == [
+        "activity",
+        "pg_aios",
+    ]
     # A collector no alert reads says nothing.
     assert "collector off" not in runs["checkpointer"][1]
     assert "collector off" not in runs["all on"][1]
