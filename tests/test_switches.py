@@ -7,20 +7,17 @@ says so at start-up."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
-import psycopg
 import pytest
 import yaml
 from alerts.needs import Rules
 from alerts.render import ALERTS_FILE, RECORDING_FILE
 
 import contract
-from conftest import SMALL_BUFFERS, TABLE_MB
 from harness import REPO, Exporter
 from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.demo.server import LocalServer
-from pg_aio_exporter.demo.workload import Workload, create_table
+from pg_aio_exporter.demo.workload import Workload
 
 # What each view exports (docs/metrics.md), listed here rather than taken from the code.
 EXPORTS = {
@@ -75,27 +72,11 @@ VARIANTS = {
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[LocalServer]:
-    """pg18's, with pg_stat_statements: so that its collector has series to lose."""
-    server = LocalServer.create(
-        settings={
-            **SMALL_BUFFERS,
-            "io_method": "worker",
-            "shared_preload_libraries": "pg_stat_statements",
-        }
-    )
-    server.start()
-    with psycopg.connect(server.dsn(), autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION pg_stat_statements")
-    create_table(server.dsn(), TABLE_MB)
-    yield server
-    server.destroy()
-
-
-@pytest.fixture(scope="module")
-def runs(server: LocalServer) -> dict[str, tuple[set[str], str]]:
+def runs(statements_server: LocalServer) -> dict[str, tuple[set[str], str]]:
     """Series names and log per variant, all exporters running at once, from three polls under
-    a read workload (an interval's gauges exist only if its reads reached pg_stat_io in time)."""
+    a read workload (an interval's gauges exist only if its reads reached pg_stat_io in time),
+    on a server with pg_stat_statements, so that its collector has series to lose."""
+    server = statements_server
     storage = ("--storage-class", "nvme", "--volume-iops", "3000")
     exporters = {
         name: Exporter(
