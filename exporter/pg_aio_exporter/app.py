@@ -59,10 +59,9 @@ def _listen(
 def warn_collectors_off(options: Options) -> None:
     """One line per collector that is off and that the shipped alerts need: turning it off is
     allowed, silently losing alerts is not."""
-    off = set(registry.names()) - options.collectors
-    if options.sample_interval == 0:
-        off |= set(registry.SAMPLE)
-    for name, lost in registry.alerts_lost(sorted(off)).items():
+    unsampled = set(registry.SAMPLE) if options.sample_interval == 0 else set()
+    off = [n for n in registry.names() if n not in options.collectors or n in unsampled]
+    for name, lost in registry.alerts_lost(off).items():
         log.warning(
             "collector off: the shipped alert rules lose alerts",
             extra={"collector": name, **{effect: ",".join(a) for effect, a in lost.items()}},
