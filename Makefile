@@ -179,11 +179,13 @@ rules: $(STAMP)
 # dashboards are removed first, so one that no generator writes any more shows as deleted (and a
 # file no generator wrote shows as untracked); docs/alerts.md is rewritten in place (its tables
 # sit in prose). About 4 s. Not in `make test`: unit tests already compare each generator's output
-# with the committed file (test_alerts_rules.py: alerts/*.yml and docs/alerts.md;
+# with the committed file (test_alerts_rules.py: alerts/*.yml, docs/alerts.md and the collectors'
+# alert_needs.json;
 # test_deploy_kubernetes.py: prometheusrule.yaml; test_dashboards.py: dashboards/*.json); this
 # adds the paths that write them, and files left over or missing. On failure
 # `git checkout -- <file>` restores one.
-GENERATED := 'alerts/*.yml' docs/alerts.md deploy/kubernetes/prometheusrule.yaml 'dashboards/*.json'
+GENERATED := 'alerts/*.yml' docs/alerts.md exporter/pg_aio_exporter/collectors/alert_needs.json \
+	deploy/kubernetes/prometheusrule.yaml 'dashboards/*.json'
 check-generated: $(STAMP)
 	git ls-files -z -- $(filter-out docs/alerts.md,$(GENERATED)) | xargs -0 rm -f
 	$(SUBMAKE) rules dashboards

@@ -5,7 +5,9 @@
 (from the repository's root, with the package installed: `make rules`)
 
 Writes DIR/pg_aio_recording.yml and DIR/pg_aio_alerts.yml (default DIR: alerts/) and, unless
---no-docs or --out points elsewhere, the generated tables of docs/alerts.md. The output is
+--no-docs or --out points elsewhere, the generated tables of docs/alerts.md and the alerts each
+collector's absence costs (exporter/pg_aio_exporter/collectors/alert_needs.json, which the
+exporter warns with at start-up). The output is
 plain PromQL for Prometheus 2.x and vmalert; the committed files are this script's output
 for the shipped params.yaml (a test fails on drift).
 
@@ -25,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from alerts.params import HERE, ParamsError, load_params
-from alerts.render import DOC, outputs, render_doc
+from alerts.render import DOC, NEEDS, needs_file, outputs, render_doc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -42,6 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The docs describe the shipped rules, never a private override.
         if not args.no_docs and not args.params and args.out.resolve() == HERE:
             DOC.write_text(render_doc(DOC.read_text(), params))
+            NEEDS.write_text(needs_file(params))
     except (ParamsError, OSError, yaml.YAMLError) as exc:
         print(f"generate.py: error: {exc}", file=sys.stderr)
         return 2

@@ -4,15 +4,20 @@ tables of docs/alerts.md, from the recording rules (recording.py) and the alerts
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
 
 from alerts.alerting import alerts
+from alerts.needs import Effect, Rules
 from alerts.params import HERE, Params, ParamsError, derive_windows
 from alerts.recording import recording_rules
+from pg_aio_exporter.collectors import registry
 
 DOC = HERE.parent / "docs" / "alerts.md"
+# The package's copy of needs(): what the exporter warns with, written beside the docs.
+NEEDS = HERE.parent / "exporter" / "pg_aio_exporter" / "collectors" / registry.NEEDS.name
 RECORDING_FILE = "pg_aio_recording.yml"
 ALERTS_FILE = "pg_aio_alerts.yml"
 HEADER = (
@@ -76,6 +81,24 @@ def dashboard_url(params: Params) -> str:
     return f"{params['grafana_url'].rstrip('/')}/d/{params['dashboard_uid']}?{query}"
 
 
+def needs(params: Params) -> dict[str, dict[str, Effect]]:
+    """For each collector, the alerts that turning it off silences or weakens."""
+    rules = Rules(
+        {r.name: r.expr for r in recording_rules(params)},
+        {name: alert.expr for name, alert in alerts(params).items()},
+    )
+    return rules.lost(registry.families())
+
+
+def needs_file(params: Params) -> str:
+    """What the exporter warns with at start-up (collectors/registry.py reads it)."""
+    doc = {
+        "generated": "by alerts/generate.py from the rules: do not edit by hand",
+        "collectors": needs(params),
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
 def doc_tables(params: Params) -> str:
     lines = [
         DOC_BEGIN,
@@ -120,6 +143,25 @@ def doc_tables(params: Params) -> str:
         "|---|---|---|",
     ]
     lines += [f"| `{r.name}` | {r.labels} | {r.meaning} |" for r in recording_rules(params)]
+    lines += [
+        "",
+        "### Collectors the alerts need",
+        "",
+        "What `--no-collector.NAME` costs the alerts, derived from the rules and the metric names"
+        " each collector publishes (alerts/needs.py): *silences*, the alert can no longer fire;"
+        " *weakens*, it reads the collector's series but still evaluates without them (a"
+        " signal or `or` branch of several is lost, or an `unless` no longer holds it back).",
+        "",
+        "| collector | silences | weakens |",
+        "|---|---|---|",
+    ]
+    for collector, effects in needs(params).items():
+        cells = [
+            ", ".join(f"[{a}](runbooks.md#{a.lower()})" for a, e in effects.items() if e == effect)
+            or "-"
+            for effect in ("silences", "weakens")
+        ]
+        lines.append(f"| `{collector}` | {' | '.join(cells)} |")
     return "\n".join([*lines, "", DOC_END])
 
 

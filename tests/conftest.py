@@ -118,6 +118,20 @@ def pg18() -> Iterator[LocalServer]:
     server.destroy()
 
 
+@pytest.fixture(scope="module")
+def statements_server() -> Iterator[LocalServer]:
+    """pg18's settings and table, with pg_stat_statements loaded and created."""
+    server = LocalServer.create(
+        settings={**SMALL_BUFFERS, "shared_preload_libraries": "pg_stat_statements"}
+    )
+    server.start()
+    with psycopg.connect(server.dsn(), autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION pg_stat_statements")
+    create_table(server.dsn(), TABLE_MB)
+    yield server
+    server.destroy()
+
+
 @pytest.fixture(scope="session")
 def pw_server() -> Iterator[LocalServer]:
     """No TLS; roles `monitor` (MONITOR_PASSWORD, pg_monitor), `pgpassuser` and `rotating`

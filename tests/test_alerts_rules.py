@@ -18,7 +18,7 @@ import pytest
 import yaml
 from alerts import alerting, generate
 from alerts.params import DEFAULT_PARAMS, THRESHOLDS, ParamsError, load_params
-from alerts.render import DOC, outputs, render_doc
+from alerts.render import DOC, NEEDS, needs_file, outputs, render_doc
 
 from alert_rules import COMMAND
 from pg_aio_exporter.vocabulary import WAL_SYNC
@@ -162,6 +162,7 @@ def test_committed_output_is_the_generators() -> None:
         assert (ALERTS_DIR / name).read_text() == text, f"alerts/{name} drifted: run make rules"
     doc = DOC.read_text()
     assert render_doc(doc, params) == doc, "docs/alerts.md drifted: run make rules"
+    assert NEEDS.read_text() == needs_file(params), f"{NEEDS.name} drifted: run make rules"
 
 
 def test_interface_names_exist() -> None:
@@ -350,7 +351,8 @@ def test_make_rules_regenerates_every_file_from_the_params(tmp_path: Path) -> No
     PrometheusRule of deploy/kubernetes included."""
     copy = tmp_path / "repo"
     parts = ("Makefile", "pyproject.toml", "alerts", "docs/alerts.md", "deploy/kubernetes")
-    for part in (*parts, "exporter/pg_aio_exporter/thresholds.yaml"):
+    package = "exporter/pg_aio_exporter"
+    for part in (*parts, f"{package}/thresholds.yaml", f"{package}/collectors/alert_needs.json"):
         (copy / part).parent.mkdir(parents=True, exist_ok=True)
         source = REPO / part
         if source.is_dir():

@@ -616,3 +616,24 @@ def test_wal_sync_sampled_seconds_move_at_the_polls() -> None:
     assert seconds() == 105
     collector.roll_window(0, 5.0)  # no sample (disconnected): nothing known, nothing added
     assert seconds() == 105
+
+
+@pytest.mark.parametrize("major", recorded.MAJORS)
+def test_collectors_serve_only_the_names_they_declare(major: str) -> None:
+    """A collector's `families` is what turning it off takes away (alerts/needs.py derives the
+    alerts each costs from it): every name it serves from recorded rows is declared, 19's
+    pool bounds included (tests/test_switches.py checks the converse on a live server)."""
+    data = recorded.load(major)
+    served: dict[str, set[str]] = {}
+    for collector in registry.poll_collectors():
+        if collector.name in data["polls"][0]:
+            served[collector.name] = set(poll(collector, *polls(major, collector.name)))
+    for sampler in registry.sample_collectors():
+        if sampler.name in data["samples"][0]:
+            served[sampler.name] = set(sampled(sampler, major))
+    declared = registry.families()
+    for name, names in served.items():
+        assert names, name
+        assert names <= set(declared[name]), (name, names - set(declared[name]))
+    if major == "19":
+        assert set(POOL_BOUNDS) <= served["settings"]

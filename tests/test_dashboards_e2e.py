@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 import yaml
 from alerts import alerting
@@ -30,11 +29,9 @@ from alerts.params import load_params
 from alerts.recording import interval_rules, write_rules
 from dashboards import dashboard_queries as dq
 
-from conftest import SMALL_BUFFERS, TABLE_MB
 from dashboard_stack import RULE_FILES, aio_stack, grafana_globals, resolve
 from harness import Exporter
 from pg_aio_exporter.demo.server import LocalServer
-from pg_aio_exporter.demo.workload import create_table
 from postgres_exporter import PostgresExporter
 from prometheus import Prometheus
 from victoriametrics import ENGINES, engine_id, engine_name
@@ -104,21 +101,8 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[LocalServer]:
-    """With pg_stat_statements, which the workload panels and rules read."""
-    server = LocalServer.create(
-        settings={**SMALL_BUFFERS, "shared_preload_libraries": "pg_stat_statements"}
-    )
-    server.start()
-    with psycopg.connect(server.dsn(), autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION pg_stat_statements")
-    create_table(server.dsn(), TABLE_MB)
-    yield server
-    server.destroy()
-
-
-@pytest.fixture(scope="module")
-def stack(server: LocalServer) -> Iterator[Stack]:
+def stack(statements_server: LocalServer) -> Iterator[Stack]:
+    server = statements_server  # pg_stat_statements: the workload panels and rules read it
     peer = PostgresExporter(server, statements=True)
     try:
         with aio_stack(

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from deploy_files import REPO
+from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.expose.selfmetrics import INTERNAL, KINDS, SelfMetrics
 from pg_aio_exporter.poll.errors import UnsupportedServerError, error_kind
 
@@ -138,3 +139,16 @@ def test_runbooks_say_what_to_do_without_superuser() -> None:
         assert "managed.md" in section, f"{section.splitlines()[0]}: no managed-service step"
     for anchor in re.findall(r"\(managed\.md#([^)]+)\)", runbooks):
         assert anchor in anchors, anchor
+
+
+def test_the_collectors_that_can_be_turned_off_are_listed_whole() -> None:
+    """Issue 47: the README listed 5 of the 9. Its --no-collector.NAME row and docs/metrics.md
+    name every collector of the registry, in its order."""
+    readme = next(
+        line for line in (REPO / "README.md").read_text().splitlines() if "--no-collector." in line
+    )
+    metrics = (DOCS / "metrics.md").read_text()
+    section = metrics.split("## Turning collectors off")[1].split("A collector that is off")[0]
+    names = re.compile(r"`([a-z_]+)`")
+    assert names.findall(readme.split("turn one view off:")[1].split("(")[0]) == registry.names()
+    assert names.findall(section.split("Names:")[1]) == registry.names()

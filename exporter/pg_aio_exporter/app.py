@@ -56,6 +56,18 @@ def _listen(
         raise ConfigError(f"cannot listen on {host or '*'}:{port}: {exc.strerror or exc}") from None
 
 
+def warn_collectors_off(options: Options) -> None:
+    """One line per collector that is off and that the shipped alerts need: turning it off is
+    allowed, silently losing alerts is not."""
+    unsampled = set(registry.SAMPLE) if options.sample_interval == 0 else set()
+    off = [n for n in registry.names() if n not in options.collectors or n in unsampled]
+    for name, lost in registry.alerts_lost(off).items():
+        log.warning(
+            "collector off: the shipped alert rules lose alerts",
+            extra={"collector": name, **{effect: ",".join(a) for effect, a in lost.items()}},
+        )
+
+
 async def supervise(
     name: str,
     run: Callable[[], Coroutine[Any, Any, None]],
@@ -149,6 +161,7 @@ async def run_exporter(
                 " in Kubernetes the pod's name)",
                 extra={"target": t.name},
             )
+    warn_collectors_off(options)
     log.info(
         "listening",
         extra={

@@ -112,6 +112,14 @@ class ActivityCollector:
     name = "activity"
     since = PG10
     labels = WAIT_LABELS
+    families = (
+        "pg_aio_wait_event_samples_total",
+        "pg_aio_wal_sync_sampled_seconds_total",
+        "pg_aio_io_worker_busy_samples_total",
+        "pg_aio_io_worker_samples_total",
+        "pg_aio_io_workers",
+        "pg_aio_io_worker_utilization_ratio",
+    )
     row_type = ActivityRow
 
     def __init__(self) -> None:

@@ -34,6 +34,11 @@ class Counter:
     # the column); none: the column itself on every version.
     sources: tuple[tuple[int, str], ...] = ()
 
+    @property
+    def series(self) -> str:
+        """Its name as exposed and as the rules read it."""
+        return f"{self.metric}_total"
+
     def source(self, version_num: int) -> str:
         found = [expr for since, expr in self.sources if since <= version_num]
         return found[-1] if found else self.column
@@ -67,6 +72,12 @@ class Collector(Protocol[R]):
     @property
     def labels(self) -> tuple[str, ...]:
         """The label names its series carry besides the target's own."""
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        """Every metric name it may publish, as exposed (counters with _total), on any server
+        version: what turning it off takes away (alerts/needs.py reads it; tests/
+        test_collectors.py and tests/test_collector_needs.py keep it true)."""
 
     def query(self, version_num: int) -> str | None:
         """The SQL for this server version, or None when the view does not exist there."""

@@ -119,6 +119,7 @@ class CheckpointerCounts:
 class CheckpointerCollector:
     name = "checkpointer"
     labels = ()
+    families = tuple(c.series for c in COUNTERS)
     since = PG10
     row_type = CheckpointerRow
 

@@ -55,6 +55,11 @@ class PgAiosCollector:
     name = "pg_aios"
     since = PG18
     labels = ("state", "operation")
+    families = (
+        "pg_aio_in_flight_samples_total",
+        "pg_aio_in_flight_bytes_samples_total",
+        "pg_aio_in_flight_max",
+    )
     row_type = AiosRow
 
     def __init__(self) -> None:

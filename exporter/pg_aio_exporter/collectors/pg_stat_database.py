@@ -85,6 +85,7 @@ class PgStatDatabaseCollector:
     name = "pg_stat_database"
     since = PG10
     labels = ("datname",)
+    families = tuple(c.series for c in COUNTERS)
     row_type = DatabaseRow
 
     def query(self, version_num: int) -> str | None:

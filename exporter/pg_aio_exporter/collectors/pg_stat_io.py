@@ -21,7 +21,7 @@ from pg_aio_exporter.collectors.intervals import (
 )
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.versions import PG16, PG18
-from pg_aio_exporter.vocabulary import IO_LABELS, WAL_OBJECT
+from pg_aio_exporter.vocabulary import IO_LABELS, WAL_OBJECT, WRITE_OPERATIONS
 
 
 def _bytes(column: str, of: str, doc: str) -> Counter:
@@ -86,9 +86,32 @@ class IoRow:
     start_time: float
 
 
+# The per-interval gauges, by the operation each measures (collect_write_gauges for writes).
+READ_GAUGES = (
+    "pg_aio_read_latency_seconds",
+    "pg_aio_read_seconds_per_byte",
+    "pg_aio_read_size_bytes",
+    "pg_aio_hit_ratio",
+)
+WRITE_GAUGES = tuple(
+    name
+    for op in WRITE_OPERATIONS.values()
+    for name in (
+        f"pg_aio_{op.name}_latency_seconds",
+        *([f"pg_aio_{op.name}_seconds_per_byte"] if op.moves_bytes else []),
+    )
+)
+
+
 class PgStatIoCollector:
     name = "pg_stat_io"
     labels = IO_LABELS
+    families = (
+        *(c.series for c in COUNTERS),
+        "pg_stat_io_stats_reset_timestamp_seconds",
+        *READ_GAUGES,
+        *WRITE_GAUGES,
+    )
     since = PG16
     row_type = IoRow
 

@@ -221,6 +221,11 @@ class PgStatStatementsCollector:
     name = "pg_stat_statements"
     since = PG13
     labels: tuple[str, ...] = ()
+    families = (
+        *(c.series for c in COUNTERS),
+        f"{PREFIX}_entries",
+        f"{PREFIX}_deallocations_total",
+    )
     row_type = StatementRow
 
     def __init__(self, per_statement: bool = False) -> None:

@@ -142,6 +142,11 @@ def wal_snapshot(rows: list[WalRow]) -> WalSnapshot | None:
 class PgStatWalCollector:
     name = "pg_stat_wal"
     labels = ()
+    families = (
+        *(c.series for c in COUNTERS),
+        "pg_aio_wal_write_latency_seconds",
+        "pg_aio_wal_sync_latency_seconds",
+    )
     since = PG14
     row_type = WalRow
 

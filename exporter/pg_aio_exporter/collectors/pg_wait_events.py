@@ -57,6 +57,7 @@ class PgWaitEventsCollector:
     name = "pg_wait_events"
     since = PG17
     labels: tuple[str, ...] = ()
+    families: tuple[str, ...] = ()  # the report's only
     row_type = WaitEventRow
     once_per_connection = True
 

@@ -7,7 +7,9 @@ listed.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Collection
+from pathlib import Path
 from typing import Any
 
 from pg_aio_exporter.collectors import (
@@ -72,3 +74,24 @@ def sample_collectors(enabled: Collection[str] | None = None) -> list[SampleColl
 def labels() -> set[str]:
     """Every label name the collectors put on series."""
     return {name for c in [*poll_collectors(), *sample_collectors()] for name in c.labels}
+
+
+def families() -> dict[str, tuple[str, ...]]:
+    """The metric names each of the exporter's collectors publishes, by collector name."""
+    return {c.name: c.families for c in [*poll_collectors(), *sample_collectors()]}
+
+
+# For each collector, the shipped alerts that turning it off silences or weakens: derived from
+# the rules and families() by alerts/needs.py, written by `make rules`.
+NEEDS = Path(__file__).resolve().parent / "alert_needs.json"
+
+
+def alerts_lost(off: Collection[str]) -> dict[str, dict[str, list[str]]]:
+    """The collectors in `off` that the shipped alerts need: by collector, the alerts it
+    silences and those it weakens (effect -> alert names)."""
+    needs: dict[str, dict[str, str]] = json.loads(NEEDS.read_text())["collectors"]
+    lost: dict[str, dict[str, list[str]]] = {}
+    for name in off:
+        for alert, effect in needs.get(name, {}).items():
+            lost.setdefault(name, {}).setdefault(effect, []).append(alert)
+    return lost

@@ -33,6 +33,7 @@ class ServerCollector:
     name = "server"
     since = PG10
     labels = ("version", "version_num")
+    families = ("pg_server_info", "pg_postmaster_start_time_seconds", "pg_aio_supported")
     row_type = ServerRow
 
     def query(self, version_num: int) -> str | None:

@@ -143,6 +143,13 @@ class SettingsCollector:
     name = "settings"
     since = PG10
     labels = ("name", *ENUM_SETTINGS)
+    # Each only where the server has the setting (io_min_workers: 19+), pending_restart only
+    # while one waits.
+    families = (
+        *(s.metric for s in AIO_SETTINGS),
+        *ENUM_SETTINGS.values(),
+        "pg_settings_pending_restart",
+    )
     row_type = SettingRow
 
     def query(self, version_num: int) -> str | None:
