@@ -106,7 +106,7 @@ RUNS ?= 10
 test-loaded: system-deps $(STAMP)
 	$(PYTHON) scripts/loaded_timing.py $(RUNS) -- $(BIN)/pytest $(PYTEST_PARALLEL) -m timing -q -p no:cacheprovider
 
-# The latency fixture's day of 1-minute history under vmalert-tool: minutes of CPU on 2 cores,
+# The latency fixture's 400 minutes of 1-minute history under vmalert-tool: minutes of CPU on 2 cores,
 # so outside `make test` (promtool 2 and 3 run it there); the other fixtures run in both.
 test-vmalert-history: $(STAMP) victoriametrics
 	$(BIN)/pytest tests/test_alerts_vmalert.py -m long_history -p no:cacheprovider

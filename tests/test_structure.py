@@ -32,6 +32,7 @@ ADDED_SINCE_REFERENCE = frozenset(
     {
         *(f"pg_aio_{op}_latency_seconds" for op in ("write", "extend", "writeback", "fsync")),
         *(f"pg_aio_{op}_seconds_per_byte" for op in ("write", "extend")),
+        "pg_aio_wal_sync_sampled_seconds_total",
         "pg_stat_wal_records_total",
         "pg_stat_wal_fpi_total",
         "pg_stat_wal_bytes_total",

@@ -33,6 +33,7 @@ EXPORTS = {
     "pg_stat_database": {"pg_stat_database_xact_commit_total", "pg_stat_database_blks_hit_total"},
     "activity": {
         "pg_aio_wait_event_samples_total",
+        "pg_aio_wal_sync_sampled_seconds_total",
         "pg_aio_io_workers",
         "pg_aio_io_worker_busy_samples_total",
         "pg_aio_io_worker_samples_total",
