@@ -278,3 +278,27 @@ def load_config(path: str) -> list[Target]:
     if duplicates:
         raise ConfigError(f"config file {path}: duplicate target name(s) {', '.join(duplicates)}")
     return targets
+
+
+@dataclass(frozen=True)
+class TargetChanges:
+    """What a reload does to the running targets, by name: `changed` holds the new versions
+    (a worker restarted); the names in `unchanged` keep their worker, connection and counters."""
+
+    added: list[Target]
+    removed: list[Target]
+    changed: list[Target]
+    unchanged: list[str]
+
+
+def diff_targets(old: list[Target], new: list[Target]) -> TargetChanges:
+    """Targets are told apart by name; a target whose DSN, password source, labels or storage
+    differ is changed (its series and connection are the old settings')."""
+    before = {t.name: t for t in old}
+    after = {t.name: t for t in new}
+    return TargetChanges(
+        added=[t for t in new if t.name not in before],
+        removed=[t for t in old if t.name not in after],
+        changed=[t for t in new if t.name in before and before[t.name] != t],
+        unchanged=[t.name for t in new if before.get(t.name) == t],
+    )

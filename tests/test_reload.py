@@ -1,0 +1,259 @@
+"""Reload without a restart (SIGHUP, POST /-/reload): targets added start, removed ones leave
+/metrics, the others keep their connection and counters; a bad file keeps what runs."""
+
+from __future__ import annotations
+
+import signal
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import bcrypt
+import pytest
+import yaml
+
+from harness import Exporter, Samples, parse, wait_for
+from pg_aio_exporter.config.targets import Storage, Target, diff_targets
+from pg_aio_exporter.demo.server import LocalServer
+from pg_aio_exporter.expose.exposition import Exposition
+from pg_aio_exporter.expose.metricset import MetricSet
+from pg_aio_exporter.expose.selfmetrics import SelfMetrics
+from test_web import basic
+
+POLL = 1.0  # --poll-interval
+# A target added is polled at once: its series are served within a poll interval of the
+# reload, plus this for a machine shared with the rest of the suite.
+SLACK = 3.0
+SECRET = "Reload-Sekr1t-5150"  # in every DSN: trust auth ignores it, no log may show it
+SAMPLES = "pg_aio_sampler_samples_total"  # a counter every sample (1 s) raises
+USER, WEB_PASSWORD, NEW_WEB_PASSWORD = "prom", "Web-Pw-1", "Web-Pw-2"
+
+
+def config(path: Path, server: LocalServer, *names: str) -> None:
+    """A config file of targets on `server`, each on a database of its own name's choosing."""
+    databases = {"keep": "postgres", "gone": "template1", "new": "template1"}
+    targets = [
+        {"name": name, "dsn": server.dsn(dbname=databases[name], password=SECRET)}
+        for name in names
+    ]
+    path.write_text(yaml.safe_dump({"targets": targets}))
+
+
+def names(samples: Samples) -> set[str]:
+    """Every target some series of the scrape carries."""
+    return {
+        dict(labelset)["target"]
+        for series in samples.values()
+        for labelset in series
+        if "target" in dict(labelset)
+    }
+
+
+def post(exp: Exporter, path: str, password: str | None) -> tuple[int, str]:
+    request = urllib.request.Request(exp.url + path, data=b"", method="POST")  # noqa: S310
+    if password is not None:
+        request.add_header("Authorization", basic(USER, password))
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:  # noqa: S310
+            return int(resp.status), resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def scrape(exp: Exporter, password: str | None) -> Samples:
+    request = urllib.request.Request(exp.url + "/metrics")  # noqa: S310
+    if password is not None:
+        request.add_header("Authorization", basic(USER, password))
+    with urllib.request.urlopen(request, timeout=5) as resp:  # noqa: S310
+        return parse(resp.read().decode())
+
+
+def log_lines(exp: Exporter, needle: str) -> list[str]:
+    """The exporter's log lines holding `needle`, before or after stop()."""
+    return [line for line in exp.log_path.read_text().splitlines() if needle in line]
+
+
+def reload_and_watch(
+    exp: Exporter, reload: Callable[[], object], password: str | None = None
+) -> tuple[float, list[Samples]]:
+    """Reload ("keep", "gone") -> ("keep", "new") by `reload()` and scrape until "new" is
+    served and "gone" is not: seconds that took, and every scrape since the reload."""
+    seen: list[Samples] = []
+    started = time.monotonic()
+    reload()
+
+    def switched() -> bool:
+        seen.append(scrape(exp, password))
+        return names(seen[-1]) == {"keep", "new"} and "new" in {
+            dict(k)["target"] for k in seen[-1].get("pg_up", {})
+        }
+
+    wait_for(switched, POLL + SLACK, "the reloaded targets", every=0.1)
+    return time.monotonic() - started, seen
+
+
+def assert_kept(seen: list[Samples], before: float) -> None:
+    """"keep" in every scrape, its sample counter never lower than the one before (no reset,
+    no gap), and rising."""
+    assert all(frozenset({("target", "keep")}) in s.get(SAMPLES, {}) for s in seen)
+    counts = [before] + [s[SAMPLES][frozenset({("target", "keep")})] for s in seen]
+    assert counts == sorted(counts), counts
+
+
+@pytest.fixture
+def files(tmp_path: Path, pg18: LocalServer) -> Iterator[tuple[Path, Path]]:
+    targets, web = tmp_path / "targets.yml", tmp_path / "web.yml"
+    config(targets, pg18, "keep", "gone")
+    hashed = bcrypt.hashpw(WEB_PASSWORD.encode(), bcrypt.gensalt(4)).decode()
+    web.write_text(f"basic_auth_users:\n  {USER}: '{hashed}'\n")
+    yield targets, web
+
+
+def test_sighup_adds_removes_and_keeps(pg18: LocalServer, tmp_path: Path) -> None:
+    """~5 s. A malformed file first: one log line, nothing changes; then the new list."""
+    path = tmp_path / "targets.yml"
+    config(path, pg18, "keep", "gone")
+    exp = Exporter("--config", str(path), "--poll-interval", "1s")
+    try:
+        wait_for(lambda: len(exp.scrape().get("pg_up", {})) == 2, 10, "both targets polled")
+        path.write_text("targets: [\n")
+        exp.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: log_lines(exp, "reload failed"), 5, "the failure's log line")
+        assert names(exp.scrape()) == {"keep", "gone"}
+        before = exp.scrape()[SAMPLES][frozenset({("target", "keep")})]
+        config(path, pg18, "keep", "new")
+        took, seen = reload_and_watch(exp, lambda: exp.proc.send_signal(signal.SIGHUP))
+        time.sleep(POLL)  # another sample and poll of the kept target
+        seen.append(exp.scrape())
+        assert exp.proc.poll() is None
+    finally:
+        exp.stop()
+    assert took < POLL + SLACK
+    assert_kept(seen, before)
+    assert seen[-1][SAMPLES][frozenset({("target", "keep")})] > before
+    assert len(log_lines(exp, "reload failed")) == 1
+    (failed,) = log_lines(exp, "reload failed")
+    assert "not valid YAML at line 2" in failed, failed
+    (reloaded,) = log_lines(exp, 'msg=reloaded')
+    assert "added=new" in reloaded and "removed=gone" in reloaded, reloaded
+    # The kept target's connection is the one it had: connected once.
+    assert len(log_lines(exp, "msg=connected target=keep")) == 1, exp.log_path.read_text()
+    assert SECRET not in exp.log_path.read_text()
+
+
+def test_post_reload_behind_basic_auth(files: tuple[Path, Path]) -> None:
+    """~6 s. The reload endpoint answers as the web config says; the web config itself is
+    reloaded (a new password); an invalid value is a 500 with the one line, and kept out."""
+    targets, web = files
+    exp = Exporter("--config", str(targets), "--web.config.file", str(web), "--poll-interval", "1s")
+    try:
+        wait_for(
+            lambda: len(scrape(exp, WEB_PASSWORD).get("pg_up", {})) == 2, 10, "both targets"
+        )
+        assert post(exp, "/-/reload", None)[0] == 401
+        assert post(exp, "/-/reload", "wrong")[0] == 401
+        with pytest.raises(urllib.error.HTTPError) as got:
+            urllib.request.urlopen(  # noqa: S310
+                urllib.request.Request(
+                    exp.url + "/-/reload", headers={"Authorization": basic(USER, WEB_PASSWORD)}
+                ),
+                timeout=5,
+            )
+        assert got.value.code == 405 and got.value.headers["Allow"] == "POST"
+        assert post(exp, "/metrics", WEB_PASSWORD)[0] == 405
+        assert names(scrape(exp, WEB_PASSWORD)) == {"keep", "gone"}  # the 401s changed nothing
+
+        text = targets.read_text()
+        targets.write_text(text.replace("name: gone", "name: gone\n  storage_class: floppy"))
+        status, body = post(exp, "/-/reload", WEB_PASSWORD)
+        assert status == 500 and "storage_class 'floppy' is not one of" in body, body
+        assert names(scrape(exp, WEB_PASSWORD)) == {"keep", "gone"}
+
+        before = scrape(exp, WEB_PASSWORD)[SAMPLES][frozenset({("target", "keep")})]
+        dsn = yaml.safe_load(text)["targets"][0]["dsn"]
+        targets.write_text(
+            yaml.safe_dump(
+                {
+                    "targets": [
+                        {"name": "keep", "dsn": dsn},
+                        {"name": "new", "dsn": dsn.replace("postgres", "template1")},
+                    ]
+                }
+            )
+        )
+        answers: list[tuple[int, str]] = []
+        took, seen = reload_and_watch(
+            exp, lambda: answers.append(post(exp, "/-/reload", WEB_PASSWORD)), WEB_PASSWORD
+        )
+        assert answers == [(200, "reloaded\n")]
+
+        hashed = bcrypt.hashpw(NEW_WEB_PASSWORD.encode(), bcrypt.gensalt(4)).decode()
+        web.write_text(f"basic_auth_users:\n  {USER}: '{hashed}'\n")
+        assert post(exp, "/-/reload", WEB_PASSWORD) == (200, "reloaded\n")
+        assert post(exp, "/-/reload", WEB_PASSWORD)[0] == 401
+        assert names(scrape(exp, NEW_WEB_PASSWORD)) == {"keep", "new"}
+    finally:
+        exp.stop()
+    assert took < POLL + SLACK
+    assert_kept(seen, before)
+    assert len(log_lines(exp, "reload failed")) == 1
+    assert len(log_lines(exp, "msg=connected target=keep")) == 1, exp.log_path.read_text()
+    assert SECRET not in exp.log_path.read_text()
+
+
+def test_sighup_with_a_dsn_only_says_there_is_nothing_to_reload(pg18: LocalServer) -> None:
+    """~2 s."""
+    exp = Exporter("--dsn", pg18.dsn(), "--poll-interval", "1s")
+    try:
+        exp.wait_poll()
+        exp.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: log_lines(exp, "nothing to reload"), 5, "the log line")
+        exp.wait_poll()  # still polling
+        assert exp.proc.poll() is None
+    finally:
+        exp.stop()
+
+
+def target(name: str, dbname: str = "postgres", **kw: object) -> Target:
+    return Target(name, f"host=h dbname={dbname}", **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.unit
+def test_diff_targets_by_name_and_settings() -> None:
+    old = [target("a"), target("b"), target("c"), target("d", labels={"x": "1"})]
+    new = [
+        target("a"),
+        target("c", dbname="other"),
+        target("d", labels={"x": "2"}),
+        target("e"),
+        target("b2"),
+    ]
+    changes = diff_targets(old, new)
+    assert [t.name for t in changes.added] == ["e", "b2"]
+    assert [t.name for t in changes.removed] == ["b"]
+    assert changes.changed == [new[1], new[2]]
+    assert changes.unchanged == ["a"]
+    storage = diff_targets([target("a")], [target("a", storage=Storage("ssd"))])
+    assert [t.name for t in storage.changed] == ["a"]
+    assert diff_targets(old, old).unchanged == ["a", "b", "c", "d"]
+
+
+@pytest.mark.unit
+def test_forget_drops_one_targets_series_only() -> None:
+    selfmetrics = SelfMetrics()
+    exposition = Exposition(selfmetrics)
+    for name in ("a", "b"):
+        selfmetrics.sample_overruns.labels(name).inc()
+        selfmetrics.declare_storage(name, "ssd", 3000.0, None)
+        out = MetricSet({"target": name})
+        out.gauge("pg_up", "up", 1.0)
+        exposition.publish(name, "poll", out.families())
+    exposition.forget("a")
+    selfmetrics.forget("a")
+    exposition.render()
+    chunks: list[bytes] = []
+    exposition.body.write(chunks.append)
+    body = b"".join(chunks).decode()
+    assert 'target="b"' in body and 'target="a"' not in body, body
