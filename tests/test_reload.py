@@ -90,9 +90,8 @@ def reload_and_watch(
 
     def switched() -> bool:
         seen.append(scrape(exp, password))
-        return names(seen[-1]) == {"keep", "new"} and "new" in {
-            dict(k)["target"] for k in seen[-1].get("pg_up", {})
-        }
+        up = {dict(k)["target"]: v for k, v in seen[-1].get("pg_up", {}).items()}
+        return names(seen[-1]) == {"keep", "new"} and up.get("new") == 1
 
     wait_for(switched, POLL + SLACK, "the reloaded targets", every=0.1)
     return time.monotonic() - started, seen
@@ -147,7 +146,7 @@ def test_sighup_adds_removes_and_keeps(pg18: LocalServer, tmp_path: Path) -> Non
     assert SECRET not in exp.log_path.read_text()
 
 
-def test_post_reload_behind_basic_auth(files: tuple[Path, Path]) -> None:
+def test_post_reload_behind_basic_auth(pg18: LocalServer, files: tuple[Path, Path]) -> None:
     """~6 s. The reload endpoint answers as the web config says; the web config itself is
     reloaded (a new password); an invalid value is a 500 with the one line, and kept out."""
     targets, web = files
@@ -168,34 +167,39 @@ def test_post_reload_behind_basic_auth(files: tuple[Path, Path]) -> None:
         assert names(scrape(exp, WEB_PASSWORD)) == {"keep", "gone"}
 
         before = scrape(exp, WEB_PASSWORD)[SAMPLES][frozenset({("target", "keep")})]
-        dsn = yaml.safe_load(text)["targets"][0]["dsn"]
-        targets.write_text(
-            yaml.safe_dump(
-                {
-                    "targets": [
-                        {"name": "keep", "dsn": dsn},
-                        {"name": "new", "dsn": dsn.replace("postgres", "template1")},
-                    ]
-                }
-            )
-        )
+        config(targets, pg18, "keep", "new")
         answers: list[tuple[int, str]] = []
         took, seen = reload_and_watch(
             exp, lambda: answers.append(post(exp, "/-/reload", WEB_PASSWORD)[:2]), WEB_PASSWORD
         )
         assert answers == [(200, "reloaded\n")]
 
+        # A new web password, and "new" changed (a label): restarted with it.
         hashed = bcrypt.hashpw(NEW_WEB_PASSWORD.encode(), bcrypt.gensalt(4)).decode()
         web.write_text(f"basic_auth_users:\n  {USER}: '{hashed}'\n")
+        changed = yaml.safe_load(targets.read_text())
+        changed["targets"][1]["labels"] = {"role": "replica"}
+        targets.write_text(yaml.safe_dump(changed))
         assert post(exp, "/-/reload", WEB_PASSWORD)[:2] == (200, "reloaded\n")
         assert post(exp, "/-/reload", WEB_PASSWORD)[0] == 401
-        assert names(scrape(exp, NEW_WEB_PASSWORD)) == {"keep", "new"}
+        relabelled = frozenset({("target", "new"), ("role", "replica")})
+        wait_for(
+            lambda: (
+                set(scrape(exp, NEW_WEB_PASSWORD)["pg_up"])
+                == {frozenset({("target", "keep")}), relabelled}
+            ),
+            POLL + SLACK,
+            "the changed target's new labels, its old series gone",
+            every=0.1,
+        )
     finally:
         exp.stop()
     assert took < POLL + SLACK
     assert_kept(seen, before)
     assert len(log_lines(exp, "reload failed")) == 1
     assert len(log_lines(exp, "msg=connected target=keep")) == 1, exp.log_path.read_text()
+    assert len(log_lines(exp, "msg=connected target=new")) == 2, exp.log_path.read_text()
+    assert len(log_lines(exp, "changed=new")) == 1, exp.log_path.read_text()
     assert SECRET not in exp.log_path.read_text()
 
 

@@ -45,7 +45,9 @@ class Options:
     # every sample collector off.
     collectors: frozenset[str] = field(default_factory=lambda: frozenset(registry.names()))
     health_listen: tuple[str, int] | None = None  # a plain /healthz listener of its own
-    # The files a reload reads again (None: the targets came from --dsn, no web config).
+    # SIGHUP and POST /-/reload read the files again (None: the targets came from --dsn, no
+    # web config). Off, SIGHUP is left to the caller: the demo ends on it (a closed terminal).
+    reloadable: bool = False
     config_file: str | None = None
     web_config_file: str | None = None
 
@@ -264,7 +266,7 @@ async def run_exporter(
                 targets,
                 options.metrics_path,
                 options.web,
-                reload=reloader.from_thread(loop),
+                reload=reloader.from_thread(loop) if options.reloadable else None,
             ),
         )
     )
@@ -286,7 +288,8 @@ async def run_exporter(
         reloads.add(task)  # held until done: the loop keeps weak references only
         task.add_done_callback(reloads.discard)
 
-    loop.add_signal_handler(signal.SIGHUP, hangup)
+    if options.reloadable:
+        loop.add_signal_handler(signal.SIGHUP, hangup)
     for warning in options.web.warnings:
         log.warning(warning)
     log.info(

@@ -446,8 +446,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 major=args.postgres,
             )
         else:
-            # A --config file is read again on SIGHUP and POST /-/reload.
-            asyncio.run(run_exporter(targets, replace(options, config_file=args.config)))
+            # SIGHUP and POST /-/reload read a --config file and the web config again.
+            reloadable = replace(options, reloadable=True, config_file=args.config)
+            asyncio.run(run_exporter(targets, reloadable))
     except ConfigError as exc:
         fail(str(exc))
     return 0
