@@ -165,8 +165,7 @@ class Fleet:
         counters included, from /metrics."""
         _, task = self._running.pop(name)
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await asyncio.wait([task])  # raises only when the reload itself is cancelled
         self._exposition.forget(name)
         self._self.forget(name)
 
@@ -200,7 +199,22 @@ class Reloader:
         self._fleet = fleet
         self._options = options
         self._lock = asyncio.Lock()  # a SIGHUP and a POST at once: one after the other
+        self._pending: set[asyncio.Task[tuple[bool, str]]] = set()
         self.servers: list[ThreadingHTTPServer] = []  # reconfigured with the new web config
+
+    def request(self) -> asyncio.Task[tuple[bool, str]]:
+        """A reload in a task of its own (SIGHUP's handler returns at once), held until done:
+        the loop keeps weak references only, and cancel() ends it when the exporter stops."""
+        task = asyncio.create_task(self.reload(), name="reload")
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        return task
+
+    def cancel(self) -> list[asyncio.Task[tuple[bool, str]]]:
+        tasks = list(self._pending)
+        for task in tasks:
+            task.cancel()
+        return tasks
 
     async def reload(self) -> tuple[bool, str]:
         """Whether the files were applied, and the line that was logged."""
@@ -234,8 +248,11 @@ class Reloader:
     def from_thread(self, loop: asyncio.AbstractEventLoop) -> Callable[[], tuple[bool, str]]:
         """reload() for an HTTP request's thread, which waits for it on the event loop."""
 
+        async def reload() -> tuple[bool, str]:
+            return await self.request()
+
         def run() -> tuple[bool, str]:
-            future = asyncio.run_coroutine_threadsafe(self.reload(), loop)
+            future = asyncio.run_coroutine_threadsafe(reload(), loop)
             try:
                 return future.result(RELOAD_ANSWER_SECONDS)
             except TimeoutError:
@@ -281,15 +298,8 @@ async def run_exporter(
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    reloads: set[asyncio.Task[tuple[bool, str]]] = set()
-
-    def hangup() -> None:
-        task = asyncio.create_task(reloader.reload(), name="reload")
-        reloads.add(task)  # held until done: the loop keeps weak references only
-        task.add_done_callback(reloads.discard)
-
     if options.reloadable:
-        loop.add_signal_handler(signal.SIGHUP, hangup)
+        loop.add_signal_handler(signal.SIGHUP, reloader.request)
     for warning in options.web.warnings:
         log.warning(warning)
     log.info(
@@ -315,9 +325,9 @@ async def run_exporter(
     try:
         await stop.wait()
     finally:
-        tasks = [*reloads, render_task]  # the reloads first: none may start a target after this
-        for task in tasks:
-            task.cancel()
+        # The reloads first: none may start a target after this.
+        tasks: list[asyncio.Task[Any]] = [*reloader.cancel(), render_task]
+        render_task.cancel()
         tasks += fleet.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*tasks, return_exceptions=True)
