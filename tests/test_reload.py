@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 import urllib.error
@@ -16,7 +17,8 @@ import pytest
 import yaml
 
 from harness import Exporter, Samples, parse, wait_for
-from pg_aio_exporter.config.targets import Storage, Target, diff_targets
+from pg_aio_exporter.config import ConfigError
+from pg_aio_exporter.config.targets import Storage, Target, diff_targets, load_config
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.metricset import MetricSet
@@ -257,3 +259,115 @@ def test_forget_drops_one_targets_series_only() -> None:
     exposition.body.write(chunks.append)
     body = b"".join(chunks).decode()
     assert 'target="b"' in body and 'target="a"' not in body, body
+
+
+def test_file_sd_targets_come_and_go_on_reload(pg18: LocalServer, tmp_path: Path) -> None:
+    """~4 s. A config of file_sd_configs only, its file empty at start (no target, no exit);
+    SD tooling writes an address and signals; then empties the file and posts /-/reload."""
+    (tmp_path / "sd").mkdir()
+    listed = tmp_path / "sd" / "pg.json"
+    listed.write_text("")
+    path = tmp_path / "targets.yml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "file_sd_configs": [
+                    {"files": ["sd/*.json"], "dsn": f"user=postgres password={SECRET}"}
+                ]
+            }
+        )
+    )
+    exp = Exporter("--config", str(path), "--poll-interval", "1s")
+    name = f"127.0.0.1:{pg18.port}/postgres"
+    try:
+        assert "pg_up" not in exp.scrape()
+        group = {
+            "targets": [f"127.0.0.1:{pg18.port}"],
+            "labels": {"cluster": "c1", "__meta_x": "y"},
+        }
+        listed.write_text(json.dumps([group]))
+        exp.proc.send_signal(signal.SIGHUP)
+        wait_for(
+            lambda: (
+                exp.scrape().get("pg_up", {}).get(frozenset({("target", name), ("cluster", "c1")}))
+                == 1
+            ),
+            POLL + SLACK,
+            "the discovered target",
+            every=0.1,
+        )
+        listed.write_text("[]")
+        assert post(exp, "/-/reload", None)[:2] == (200, "reloaded\n")
+        wait_for(lambda: name not in names(exp.scrape()), SLACK, "the target gone", every=0.1)
+    finally:
+        exp.stop()
+    assert SECRET not in exp.log_path.read_text()
+
+
+@pytest.mark.unit
+def test_file_sd_files_make_targets(tmp_path: Path) -> None:
+    (tmp_path / "sd").mkdir()
+    (tmp_path / "sd" / "a.json").write_text(
+        json.dumps(
+            [
+                {"targets": ["db1:5433", "[::1]:5432", "db2"], "labels": {"team": "x"}},
+                {"targets": ["db3:6432"], "labels": {"__meta_source": "consul"}},
+            ]
+        )
+    )
+    (tmp_path / "sd" / "b.yml").write_text("- targets: [db4]\n")
+    (tmp_path / "sd" / "ignored.txt").write_text("- targets: [db5]\n")
+    path = tmp_path / "c.yml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "targets": [{"name": "static", "dsn": "host=s"}],
+                "file_sd_configs": [
+                    {
+                        "files": ["sd/*.json", "sd/*.yml", "none/*.yml"],
+                        "dsn": "host=ignored port=1 user=mon dbname=app",
+                        "storage_class": "ssd",
+                    }
+                ],
+            }
+        )
+    )
+    targets = load_config(str(path))
+    assert [t.name for t in targets] == [
+        "static",
+        "db1:5433/app",
+        "::1:5432/app",
+        "db2:1/app",
+        "db3:6432/app",
+        "db4:1/app",
+    ]
+    assert [t.labels for t in targets[1:]] == [{"team": "x"}] * 3 + [{}, {}]
+    assert {t.storage.storage_class for t in targets[1:]} == {"ssd"}
+    assert "user=mon" in targets[1].conninfo
+    empty = tmp_path / "e.yml"
+    empty.write_text("file_sd_configs: [{files: [none/*.json]}]\n")
+    assert load_config(str(empty)) == []
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("sd", "files", "needle"),
+    [
+        ("[{targets: [db1], labels: {target: x}}]", ["sd.yml"], "reserved"),
+        ("[{targets: [db1], extra: 1}]", ["sd.yml"], "a mapping of targets and labels"),
+        ("{targets: [db1]}", ["sd.yml"], "expected a list"),
+        ("[{targets: ['db1:99999']}]", ["sd.yml"], "port"),
+        ("[{targets: [db1, db1]}]", ["sd.yml"], "duplicate target name"),
+        ("[{targets: [db1]}]", ["sd.txt"], "*.json, *.yml or *.yaml"),
+        ("[{targets: [db1]", ["sd.yml"], "not valid YAML"),
+    ],
+)
+def test_file_sd_errors_are_one_line(
+    tmp_path: Path, sd: str, files: list[str], needle: str
+) -> None:
+    (tmp_path / "sd.yml").write_text(sd)
+    path = tmp_path / "c.yml"
+    path.write_text(yaml.safe_dump({"file_sd_configs": [{"files": files}]}))
+    with pytest.raises(ConfigError) as got:
+        load_config(str(path))
+    assert needle in str(got.value) and "\n" not in str(got.value), got.value
