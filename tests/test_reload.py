@@ -358,6 +358,8 @@ def test_file_sd_files_make_targets(tmp_path: Path) -> None:
         ("{targets: [db1]}", ["sd.yml"], "expected a list"),
         ("[{targets: ['db1:99999']}]", ["sd.yml"], "port"),
         ("[{targets: [db1, db1]}]", ["sd.yml"], "duplicate target name"),
+        ('[{targets: ["db 1"]}]', ["sd.yml"], "host:port strings"),
+        ("[{targets: [5432]}]", ["sd.yml"], "host:port strings"),
         ("[{targets: [db1]}]", ["sd.txt"], "*.json, *.yml or *.yaml"),
         ("[{targets: [db1]", ["sd.yml"], "not valid YAML"),
     ],

@@ -271,11 +271,11 @@ FILE_SD_EXTENSIONS = (".json", ".yml", ".yaml")  # as Prometheus' file_sd
 
 def _address(address: Any, where: str) -> dict[str, str]:
     """A file_sd target, host:port ([v6]:port) or a host alone -> libpq's host and port."""
-    if not isinstance(address, str) or not address.strip():
+    if not isinstance(address, str) or not address or not address.isprintable() or " " in address:
         raise ConfigError(f"{where}: targets must be host:port strings")
-    host, sep, port = address.strip().rpartition(":")
+    host, sep, port = address.rpartition(":")
     if not sep or not port.isdigit() or (":" in host and not host.startswith("[")):
-        return {"host": address.strip().strip("[]")}
+        return {"host": address.strip("[]")}
     return {"host": host.strip("[]"), "port": port}
 
 
