@@ -16,6 +16,7 @@ import bcrypt
 import pytest
 import yaml
 
+from certs import Certs
 from harness import Exporter, Samples, parse, wait_for
 from pg_aio_exporter.config import ConfigError
 from pg_aio_exporter.config.targets import Storage, Target, diff_targets, load_config
@@ -23,7 +24,7 @@ from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.expose.exposition import Exposition
 from pg_aio_exporter.expose.metricset import MetricSet
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
-from test_web import basic
+from test_web import basic, client_context
 
 POLL = 1.0  # --poll-interval
 # A target added is polled at once: its series are served within a poll interval of the
@@ -373,3 +374,31 @@ def test_file_sd_errors_are_one_line(
     with pytest.raises(ConfigError) as got:
         load_config(str(path))
     assert needle in str(got.value) and "\n" not in str(got.value), got.value
+
+
+def test_sighup_reloads_tls(pg18: LocalServer, certs: Certs, tmp_path: Path) -> None:
+    """~3 s. With --dsn and a web config: the web config alone is read again. A new certificate
+    serves from the next connection; then TLS turned off serves plain HTTP."""
+    web = tmp_path / "web.yml"
+
+    def serve_cert(name: str) -> None:
+        cert, key = certs.pair(name)
+        web.write_text(f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n")
+
+    serve_cert("server")
+    verified = client_context(certs)
+    exp = Exporter("--dsn", pg18.dsn(), "--web.config.file", str(web), tls=verified)
+    try:
+        assert exp.get("/healthz")[0] == 200
+        serve_cert("stranger")  # valid for elsewhere.example only: 127.0.0.1 no longer verifies
+        exp.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: log_lines(exp, "msg=reloaded"), 5, "the first reload")
+        with pytest.raises(urllib.error.URLError, match="certificate verify failed"):
+            exp.get("/healthz")
+        web.write_text("")  # no TLS
+        exp.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: len(log_lines(exp, "msg=reloaded")) == 2, 5, "the second reload")
+        exp.tls, exp.url = None, exp.url.replace("https:", "http:")
+        assert exp.get("/healthz")[0] == 200
+    finally:
+        exp.stop()

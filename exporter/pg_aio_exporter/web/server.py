@@ -168,9 +168,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         """POST /-/reload: the config file and the web config read again and applied (app.py),
         as Prometheus' own /-/reload; 200, or 500 with the one line that says why not."""
+        # Reloads are rare: the connection ends with the answer, so that a body not read (too
+        # large, or chunked) is never taken for the next request.
+        self.close_connection = True
         length = self.headers["Content-Length"] or "0"
         if not length.isdigit() or int(length) > MAX_POST_BODY:
-            self.close_connection = True  # its body is not read: the connection cannot go on
             self._send(413, "text/plain; charset=utf-8", b"request body too large\n")
             return
         self.rfile.read(int(length))
