@@ -118,7 +118,7 @@ def files(tmp_path: Path, pg18: LocalServer) -> Iterator[tuple[Path, Path]]:
 
 
 def test_sighup_adds_removes_and_keeps(pg18: LocalServer, tmp_path: Path) -> None:
-    """~5 s. A malformed file first: one log line, nothing changes; then the new list."""
+    """~6 s (a load average of 9). A malformed file first: one log line, nothing changes; then the new list."""
     path = tmp_path / "targets.yml"
     config(path, pg18, "keep", "gone")
     exp = Exporter("--config", str(path), "--poll-interval", "1s")
@@ -207,7 +207,7 @@ def test_post_reload_behind_basic_auth(pg18: LocalServer, files: tuple[Path, Pat
 
 
 def test_sighup_with_a_dsn_only_says_there_is_nothing_to_reload(pg18: LocalServer) -> None:
-    """~2 s."""
+    """~4 s."""
     exp = Exporter("--dsn", pg18.dsn(), "--poll-interval", "1s")
     try:
         exp.wait_poll()
@@ -263,7 +263,7 @@ def test_forget_drops_one_targets_series_only() -> None:
 
 
 def test_file_sd_targets_come_and_go_on_reload(pg18: LocalServer, tmp_path: Path) -> None:
-    """~4 s. A config of file_sd_configs only, its file empty at start (no target, no exit);
+    """~3 s. A config of file_sd_configs only, its file empty at start (no target, no exit);
     SD tooling writes an address and signals; then empties the file and posts /-/reload."""
     (tmp_path / "sd").mkdir()
     listed = tmp_path / "sd" / "pg.json"
@@ -377,7 +377,7 @@ def test_file_sd_errors_are_one_line(
 
 
 def test_sighup_reloads_tls(pg18: LocalServer, certs: Certs, tmp_path: Path) -> None:
-    """~3 s. With --dsn and a web config: the web config alone is read again. A new certificate
+    """~2 s. With --dsn and a web config: the web config alone is read again. A new certificate
     serves from the next connection; then TLS turned off serves plain HTTP."""
     web = tmp_path / "web.yml"
 
