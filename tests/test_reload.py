@@ -118,7 +118,8 @@ def files(tmp_path: Path, pg18: LocalServer) -> Iterator[tuple[Path, Path]]:
 
 
 def test_sighup_adds_removes_and_keeps(pg18: LocalServer, tmp_path: Path) -> None:
-    """~6 s (a load average of 9). A malformed file first: one log line, nothing changes; then the new list."""
+    """~6 s (at a load average of 9). A malformed file first: one log line, nothing
+    changes; then the new list."""
     path = tmp_path / "targets.yml"
     config(path, pg18, "keep", "gone")
     exp = Exporter("--config", str(path), "--poll-interval", "1s")
