@@ -12,6 +12,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -135,7 +136,15 @@ def options_from(args: argparse.Namespace) -> Options:
         fail(f"invalid --web.telemetry-path {args.metrics_path!r}")
     enabled = frozenset(name for name in registry.names() if getattr(args, f"collector_{name}"))
     return Options(
-        listen, args.metrics_path, poll, sample, timeout, web, enabled, health_listen=health
+        listen,
+        args.metrics_path,
+        poll,
+        sample,
+        timeout,
+        web,
+        enabled,
+        health_listen=health,
+        web_config_file=args.web_config,
     )
 
 
@@ -437,7 +446,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 major=args.postgres,
             )
         else:
-            asyncio.run(run_exporter(targets, options))
+            # SIGHUP and POST /-/reload read a --config file and the web config again.
+            reloadable = replace(options, reloadable=True, config_file=args.config)
+            asyncio.run(run_exporter(targets, reloadable))
     except ConfigError as exc:
         fail(str(exc))
     return 0

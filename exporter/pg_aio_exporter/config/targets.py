@@ -6,6 +6,7 @@ password: the CLI turns it into exit code 2.
 
 from __future__ import annotations
 
+import glob
 import ipaddress
 import math
 import re
@@ -279,20 +280,140 @@ def _labels(labels: Any, target: str) -> dict[str, str]:
     return {k: str(v) for k, v in sorted(labels.items())}
 
 
+# A file_sd_configs entry: the files, and what every target they list shares.
+FILE_SD_KEYS = frozenset(
+    {"files", "dsn", "password_file", "password_command", "password_command_timeout"}
+) | frozenset(STORAGE_KEYS)
+FILE_SD_EXTENSIONS = (".json", ".yml", ".yaml")  # as Prometheus' file_sd
+
+
+def _address(address: Any, where: str) -> dict[str, str]:
+    """A file_sd target, host:port ([v6]:port) or a host alone -> libpq's host and port."""
+    if not isinstance(address, str) or not address or not address.isprintable() or " " in address:
+        raise ConfigError(f"{where}: targets must be host:port strings")
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or (":" in host and not host.startswith("[")):
+        return {"host": address.strip("[]")}
+    return {"host": host.strip("[]"), "port": port}
+
+
+def _file_sd_file(path: str, spec: dict[Any, Any], dsn: str, where: str) -> list[Target]:
+    """One file_sd file: [{targets: [host:port, ...], labels: {...}}, ...]; its labels whose
+    names start with __ (Prometheus' meta labels) are left out."""
+    groups = read_yaml(path, "file_sd file")
+    if groups is None:
+        return []  # written empty, as SD tooling does with nothing to list
+    where = f"{where}: file_sd file {path}"
+    if not isinstance(groups, list):
+        raise ConfigError(f"{where}: expected a list of {{targets, labels}}")
+    targets = []
+    for group in groups:
+        if (
+            not isinstance(group, dict)
+            or set(group) - {"targets", "labels"}
+            or not isinstance(group.get("targets"), list)
+            or not isinstance(group.get("labels") or {}, dict)
+        ):
+            raise ConfigError(f"{where}: each entry is a mapping of targets and labels")
+        labels = {
+            k: v for k, v in (group.get("labels") or {}).items() if not str(k).startswith("__")
+        }
+        for address in group["targets"]:
+            try:
+                conninfo = normalize_dsn(make_conninfo(dsn, **_address(address, where)))
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+            name = server_address(conninfo)
+            targets.append(
+                Target(
+                    name=name,
+                    conninfo=conninfo,
+                    labels=_labels(labels, name),
+                    password=_password_source(spec, name),
+                    storage=storage_of(spec, where),
+                )
+            )
+    return targets
+
+
+def _file_sd_targets(specs: Any, config: str) -> list[Target]:
+    """file_sd_configs: [{files: [patterns], dsn?, password_file?, password_command?,
+    storage_class?, ...}]. Each address the files list is a target on the entry's DSN (its host
+    and port replaced), named host:port/dbname as a --dsn target is; the patterns are globs
+    relative to the config file, and a pattern matching no file lists no target."""
+    if not isinstance(specs, list):
+        raise ConfigError(f"config file {config}: file_sd_configs must be a list")
+    base = Path(config).resolve().parent
+    targets = []
+    for index, spec in enumerate(specs):
+        where = f"config file {config}: file_sd_configs[{index}]"
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{where} must be a mapping with files")
+        unknown = set(spec) - FILE_SD_KEYS
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {key_list(unknown)}")
+        patterns = spec.get("files")
+        if not isinstance(patterns, list) or not all(
+            isinstance(p, str) and p.endswith(FILE_SD_EXTENSIONS) for p in patterns
+        ):
+            raise ConfigError(f"{where}: files must be a list of *.json, *.yml or *.yaml patterns")
+        dsn = spec.get("dsn", "")
+        if not isinstance(dsn, str):
+            raise ConfigError(f"{where}: dsn must be a string")
+        try:
+            dsn = normalize_dsn(dsn) if dsn.strip() else ""
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        for pattern in patterns:
+            for path in sorted(glob.glob(str(base / pattern))):
+                targets += _file_sd_file(path, spec, dsn, where)
+    return targets
+
+
 def load_config(path: str) -> list[Target]:
     """Read a YAML file: {targets: [{name, dsn | dsn_file, password_file?, labels?,
-    storage_class?, volume_iops?, volume_bytes_per_second?}, ...]}."""
+    storage_class?, volume_iops?, volume_bytes_per_second?}, ...], file_sd_configs?: [...]}.
+    With file_sd_configs, no target at all is allowed: the files may list some later."""
     document = read_yaml(path, "config file")
-    if not isinstance(document, dict) or not isinstance(document.get("targets"), list):
+    discovered = isinstance(document, dict) and "file_sd_configs" in document
+    if not isinstance(document, dict) or not isinstance(
+        document.get("targets", [] if discovered else None), list
+    ):
         raise ConfigError(f"config file {path}: expected a mapping with a 'targets' list")
-    unknown = set(document) - {"targets"}
+    unknown = set(document) - {"targets", "file_sd_configs"}
     if unknown:
         raise ConfigError(f"config file {path}: unknown key(s) {key_list(unknown)}")
-    targets = [_target_from_mapping(item, i) for i, item in enumerate(document["targets"])]
-    if not targets:
+    targets = [_target_from_mapping(item, i) for i, item in enumerate(document.get("targets", []))]
+    if discovered:
+        targets += _file_sd_targets(document["file_sd_configs"], path)
+    elif not targets:
         raise ConfigError(f"config file {path}: no targets")
     names = [t.name for t in targets]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ConfigError(f"config file {path}: duplicate target name(s) {', '.join(duplicates)}")
     return targets
+
+
+@dataclass(frozen=True)
+class TargetChanges:
+    """What a reload does to the running targets, by name: `changed` holds the new versions
+    (a worker restarted); the names in `unchanged` keep their worker, connection and counters."""
+
+    added: list[Target]
+    removed: list[Target]
+    changed: list[Target]
+    unchanged: list[str]
+
+
+def diff_targets(old: list[Target], new: list[Target]) -> TargetChanges:
+    """Targets are told apart by name; a target whose DSN, password source, labels or storage
+    differ is changed (its series and connection are the old settings')."""
+    before = {t.name: t for t in old}
+    after = {t.name: t for t in new}
+    return TargetChanges(
+        added=[t for t in new if t.name not in before],
+        removed=[t for t in old if t.name not in after],
+        changed=[t for t in new if t.name in before and before[t.name] != t],
+        unchanged=[t.name for t in new if before.get(t.name) == t],
+    )

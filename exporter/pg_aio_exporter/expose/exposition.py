@@ -152,6 +152,13 @@ class Exposition:
         self._published[(target, part)] = self._clock()
         self._changed.set()
 
+    def forget(self, target: str) -> None:
+        """Drop everything a target published (a reload removed or changed it): its series
+        leave /metrics at the next render instead of ageing out."""
+        for key in [key for key in self._parts if key[0] == target]:
+            del self._parts[key], self._published[key]
+        self._changed.set()
+
     def _age_out(self) -> None:
         oldest = self._clock() - self._max_age
         for key in [key for key, at in self._published.items() if at < oldest]:

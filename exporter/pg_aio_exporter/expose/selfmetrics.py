@@ -115,6 +115,13 @@ class _Family:
     def _new_child(self, prefixes: list[str]) -> _Child:
         return _Scalar(prefixes)
 
+    def forget(self, target: str) -> None:
+        """Drop the children of one target (a family without a target label has none)."""
+        if "target" in self._labelnames:
+            at = self._labelnames.index("target")
+            for values in [v for v in self._children if v[at] == target]:
+                del self._children[values]
+
     def chunks(self) -> list[bytes]:
         return [self._header, *(child.text() for child in self._children.values())]
 
@@ -246,6 +253,12 @@ class SelfMetrics:
             self.volume_iops.labels(target).set(iops)
         if throughput is not None:
             self.volume_throughput.labels(target).set(throughput)
+
+    def forget(self, target: str) -> None:
+        """Drop a target's series from every family: a reload removed it, or changed it and
+        starts it again from 0."""
+        for family in self._families:
+            family.forget(target)
 
     def render(self) -> list[bytes]:
         """The exposition text, in chunks."""

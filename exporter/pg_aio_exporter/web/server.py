@@ -9,7 +9,7 @@ import socket
 import ssl
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
@@ -24,6 +24,11 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # RFC 9110 12.4.2: qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] )
 _QVALUE = re.compile(r"(?:0(?:\.\d{0,3})?|1(?:\.0{0,3})?)")
 _GZIP = frozenset({"gzip", "x-gzip"})  # RFC 9110 8.4.1.3: x-gzip is gzip
+RELOAD_PATH = "/-/reload"
+# A reload request carries no body worth reading; one this large is refused unread.
+MAX_POST_BODY = 64 * 1024
+# What a reload answers: whether it was applied, and the one line that says what it did or why not.
+Reload = Callable[[], tuple[bool, str]]
 
 log = logging.getLogger("pg_aio_exporter")
 
@@ -83,6 +88,17 @@ class _Server(ThreadingHTTPServer):
     metrics_path: str
     landing: bytes
     web: WebConfig
+    reload: Reload | None
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        # TLS per connection with the web config of the moment, so that a reload may change
+        # certificates, or turn TLS on or off. The handshake happens on first read, in the
+        # request's own thread: a slow client must not hold up the accept loop.
+        conn, address = self.socket.accept()
+        tls = self.web.tls
+        if tls is not None:
+            conn = tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+        return conn, address
 
     def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
         # A client that hangs up, or speaks plain HTTP to the TLS port: its problem, not ours.
@@ -110,7 +126,8 @@ class _Handler(BaseHTTPRequestHandler):
         """The client certificate (verified: client_allowed_sans needs it) names one of
         `sans` among its Subject Alternative Names (DNS, IP, e-mail or URI)."""
         connection = self.connection
-        assert isinstance(connection, ssl.SSLSocket)
+        if not isinstance(connection, ssl.SSLSocket):
+            return False  # accepted as plain HTTP just before a reload asked for certificates
         connection.do_handshake()
         cert = connection.getpeercert() or {}
         entries: Any = cert.get("subjectAltName", ())  # ((type, value), ...)
@@ -126,13 +143,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self.do_GET()  # the same status and headers; no body is written
 
-    def do_GET(self) -> None:
-        path = urlsplit(self.path).path
+    def _refused(self, path: str) -> bool:
+        """Answers 429 or 401 when the web config's rate limit or basic auth refuses the
+        request; /healthz stays open for liveness probes."""
         auth = self.server.web.auth
         limit = self.server.web.rate_limit
         if limit is not None and not limit.allow():
             self._send(429, "text/plain; charset=utf-8", b"too many requests\n")
-        # /healthz stays open for liveness probes; it says "ok" or since when /metrics froze.
         elif (
             auth is not None
             and path != "/healthz"
@@ -144,6 +161,37 @@ class _Handler(BaseHTTPRequestHandler):
                 b"unauthorized\n",
                 extra={"WWW-Authenticate": 'Basic realm="pg_aio_exporter"'},
             )
+        else:
+            return False
+        return True
+
+    def do_POST(self) -> None:
+        """POST /-/reload: the config file and the web config read again and applied (app.py),
+        as Prometheus' own /-/reload; 200, or 500 with the one line that says why not."""
+        # Reloads are rare: the connection ends with the answer, so that a body not read (too
+        # large, or chunked) is never taken for the next request.
+        self.close_connection = True
+        length = self.headers["Content-Length"] or "0"
+        if not length.isdigit() or int(length) > MAX_POST_BODY:
+            self._send(413, "text/plain; charset=utf-8", b"request body too large\n")
+            return
+        self.rfile.read(int(length))
+        path = urlsplit(self.path).path
+        if self._refused(path):
+            return
+        reload = self.server.reload
+        if path != RELOAD_PATH or reload is None:
+            self._send(405, "text/plain; charset=utf-8", b"method not allowed\n", extra=_GET)
+            return
+        applied, line = reload()
+        self._send(200 if applied else 500, "text/plain; charset=utf-8", f"{line}\n".encode())
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path
+        if self._refused(path):
+            return
+        if path == RELOAD_PATH and self.server.reload is not None:
+            self._send(405, "text/plain; charset=utf-8", b"use POST\n", extra={"Allow": "POST"})
         elif path == self.server.metrics_path:
             body = self.server.exposition.body
             vary = {"Vary": "Accept-Encoding"}  # RFC 9110 12.5.5: for caches between us
@@ -217,6 +265,9 @@ class _HealthHandler(_Handler):
             self._send(404, "text/plain; charset=utf-8", b"not found\n")
 
 
+_GET = {"Allow": "GET, HEAD"}
+
+
 def _start(address: tuple[str, int], handler: type[_Handler]) -> _Server:
     server_class = _Server6 if ":" in address[0] else _Server
     return server_class(address, handler)
@@ -228,27 +279,33 @@ def serve(
     targets: Sequence[Target],
     metrics_path: str,
     web: WebConfig,
+    *,
+    reload: Reload | None = None,
 ) -> ThreadingHTTPServer:
-    """Bind and serve in a background thread; raises OSError when the port is taken."""
+    """Bind and serve in a background thread; raises OSError when the port is taken.
+    `reload`: what POST /-/reload runs (None: 405, as for any other path)."""
     server = _start(address, _Handler)
     server.exposition = exposition
     server.metrics_path = metrics_path
-    server.landing = landing_page(targets, metrics_path)
-    server.web = web
-    if web.tls is not None:
-        # The handshake happens on first read, in the request's own thread: a slow client
-        # must not hold up the accept loop.
-        server.socket = web.tls.wrap_socket(
-            server.socket, server_side=True, do_handshake_on_connect=False
-        )
+    server.reload = reload
+    reconfigure(server, targets, web)
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     return server
+
+
+def reconfigure(server: ThreadingHTTPServer, targets: Sequence[Target], web: WebConfig) -> None:
+    """A reload's targets (the landing page) and web config (TLS from the next connection;
+    basic auth, headers and rate limit from the next request)."""
+    assert isinstance(server, _Server)
+    server.landing = landing_page(targets, server.metrics_path)
+    server.web = web
 
 
 def serve_health(address: tuple[str, int], exposition: Exposition) -> ThreadingHTTPServer:
     """The plain /healthz listener, in a background thread; OSError when the port is taken."""
     server = _start(address, _HealthHandler)
     server.exposition = exposition  # whose age /healthz answers
+    server.reload = None
     server.web = WebConfig()  # plain, open, no extra headers: for probes
     threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
     return server
