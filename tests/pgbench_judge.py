@@ -15,6 +15,12 @@ from pgbins import bin_dir
 
 TPS = re.compile(r"^tps = ([\d.]+)", re.MULTILINE)
 LATENCY = re.compile(r"^latency average = ([\d.]+) ms", re.MULTILINE)
+# A line of --progress=1 --progress-timestamp (stderr), about the second before its stamp:
+# `progress: <epoch> s, <tps> tps, lat <ms> ms stddev <ms>, <n> failed[, lag <ms> ms]` (lag: -R).
+PROGRESS = re.compile(
+    r"progress: ([0-9.]+) s, ([0-9.]+) tps, lat ([0-9.]+) ms[^\n]*?(?:, lag ([0-9.]+) ms|$)",
+    re.MULTILINE,
+)
 # Parallel workers would take a scan's reads off the client sessions the tests load and count.
 SERIAL = {"PGOPTIONS": "-c max_parallel_workers_per_gather=0"}
 

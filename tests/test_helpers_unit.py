@@ -14,7 +14,7 @@ import pytest
 
 import slowdisk
 from pg_aio_exporter.demo.server import LocalServer
-from pgbench_judge import faster_by_alternating_runs, parse_pgbench
+from pgbench_judge import PROGRESS, faster_by_alternating_runs, parse_pgbench
 
 pytestmark = pytest.mark.unit
 
@@ -47,9 +47,28 @@ def test_faster_by_alternating_runs_is_most_pairs_verdict_whatever_the_load_did(
     assert faster == pytest.approx(1.5)
 
 
-def test_parse_pgbench_reads_the_summary() -> None:
-    out = "number of failed transactions: 0 (0.000%)\nlatency average = 12.5 ms\n"
-    run = parse_pgbench(out + "initial connection time = 3.1 ms\ntps = 318.2 (without initial)\n")
-    assert (run.tps, run.latency_ms) == (318.2, 12.5)
+# 18's pgbench, -T 3 -R 20 --progress=1 --progress-timestamp: its summary (stdout, the end) and
+# two progress lines (stderr), of which one without -R.
+SUMMARY = """number of transactions actually processed: 57
+number of failed transactions: 0 (0.000%)
+latency average = 2.459 ms
+latency stddev = 4.225 ms
+rate limit schedule lag: avg 1.351 (max 15.488) ms
+initial connection time = 8.825 ms
+tps = 19.180501 (without initial connection time)
+"""
+PROGRESS_LINES = """progress: 1795830723.723 s, 8082.4 tps, lat 0.103 ms stddev 0.514, 0 failed
+progress: 1795830726.758 s, 19.0 tps, lat 3.893 ms stddev 6.618, 0 failed, lag 1.545 ms
+"""
+
+
+def test_pgbench_summary_and_progress_lines_are_read() -> None:
+    run = parse_pgbench(SUMMARY)
+    assert (run.tps, run.latency_ms) == (19.180501, 2.459)
     with pytest.raises(AssertionError, match="latency average"):
-        parse_pgbench("pgbench: error: connection refused\nlatency average = 1 ms\n")
+        parse_pgbench(SUMMARY.replace("tps = ", "tps: "))
+    lines = [m.groups() for m in PROGRESS.finditer(PROGRESS_LINES)]
+    assert lines == [
+        ("1795830723.723", "8082.4", "0.103", None),
+        ("1795830726.758", "19.0", "3.893", "1.545"),
+    ]
