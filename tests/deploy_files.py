@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from pg_aio_exporter.demo.server import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
 DOCKERFILE = DEPLOY / "Dockerfile"
@@ -102,6 +104,21 @@ def listen_port(args: list[str], flag: str = "--web.listen-address") -> int | No
 def health_port(args: list[str]) -> int | None:
     """Port of --web.health-listen-address, the plain /healthz listener, if any."""
     return listen_port(args, "--web.health-listen-address")
+
+
+def on_free_ports(cmd: list[str], probe: list[str]) -> tuple[list[str], list[str], int]:
+    """The image's CMD and HEALTHCHECK probe with their metrics and health ports moved to free
+    ones, and the new metrics port: a process or container on the host's network shares it with
+    the rest of the suite (make test: pytest -n 3) and whatever serves the image's own ports
+    (make demo)."""
+    port, health = listen_port(cmd), health_port(cmd)
+    assert port is not None and health is not None, cmd
+    moved = {port: free_port(), health: free_port()}
+
+    def move(arg: str) -> str:
+        return re.sub(r":(\d+)\b", lambda m: f":{moved.get(int(m[1]), m[1])}", arg)
+
+    return [move(a) for a in cmd], [move(a) for a in probe], moved[port]
 
 
 def load_yaml_docs(path: Path) -> list[Any]:

@@ -16,9 +16,6 @@ engine here costs CPU that `make test` has no room for)."""
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,7 +28,7 @@ from alertstack import WINDOW, Stack, alert_stacks, short_rules
 from harness import labels, scanning, set_io_workers, wait_for
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import TABLE, create_table
-from pgbins import bin_dir
+from pgbench_judge import faster_by_alternating_runs, scans_per_second, serial_scans
 from slowread import ONE_IO_WORKER, SlowReads
 from test_report import findings, report_json
 from victoriametrics import ENGINE, engine_id
@@ -43,7 +40,9 @@ DELAY_US = 5000
 POOL_QUIET_SECONDS = 15
 OWN_TABLES = ("pool_1", "pool_2", "pool_3", "pool_4")  # one per session: four read streams
 QUEUE_DELAY_US = 1000  # the issue's 1 ms reads
+CLIENTS = 4  # pgbench's sessions (on one pgbench thread), as the issue's four scans
 BENCH_SECONDS = 12
+PAIRS = 2  # pgbench runs with one worker and more, alternating: 1, n, 1, n
 # pgbench's verdict "a bigger pool makes the scans faster": the suggested pool's scans per
 # second over one worker's, above this (docs/alerts.md has the figures of both loads).
 FASTER = 1.4
@@ -144,35 +143,19 @@ def shrink_under_load(stack: WorkerStack) -> None:
         assert alert["labels"]["signal"] == "utilization"
 
 
-TPS = re.compile(r"^tps = ([0-9.]+)", re.MULTILINE)
-
-
-def pgbench(server: LocalServer, script: Path, seconds: int) -> subprocess.Popen[str]:
-    """Four clients running `script` for `seconds`, parallelism off (the reads stay on the
-    clients, as in the issue's scans)."""
-    command = [str(bin_dir("18") / "pgbench"), "-n", "-c", "4", "-T", str(seconds)]
-    return subprocess.Popen(
-        [*command, "-f", str(script), server.dsn()],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PGOPTIONS": "-c max_parallel_workers_per_gather=0"},
-    )
-
-
-def scans_per_second(server: LocalServer, script: Path, io_workers: int) -> float:
+def scans_per_second_with(server: LocalServer, script: Path, io_workers: int) -> float:
     set_io_workers(server, io_workers)
-    out, err = pgbench(server, script, BENCH_SECONDS).communicate(timeout=BENCH_SECONDS + 60)
-    found = TPS.search(out)
-    assert found is not None, out + err
-    return float(found.group(1))
+    return scans_per_second(server.dsn(), script, CLIENTS, BENCH_SECONDS)
 
 
 def speedup(server: LocalServer, script: Path, io_workers: int) -> tuple[float, list[float]]:
     """pgbench's scans per second with `io_workers` over those with one, in alternating runs
     (1, n, 1, n): a single pair on this shared machine moved by half either way."""
-    runs = [scans_per_second(server, script, n) for n in (1, io_workers) * 2]
-    return sum(runs[1::2]) / sum(runs[::2]), runs
+    return faster_by_alternating_runs(
+        lambda: scans_per_second_with(server, script, 1),
+        lambda: scans_per_second_with(server, script, io_workers),
+        PAIRS,
+    )
 
 
 def pool_alerts(stack: WorkerStack) -> dict[str, list[str]]:
@@ -197,7 +180,7 @@ def test_a_pool_that_reads_queue_for_alerts_and_its_suggested_size_is_faster(
     wait_for(lambda: not any(pool_alerts(stack).values()), 120, "no pool alert", every=1)
     set_io_workers(server, 1)
     stack.slow.set_delay(QUEUE_DELAY_US)
-    load = pgbench(server, stack.scripts / "own.sql", 600)
+    load = serial_scans(server.dsn(), stack.scripts / "own.sql", CLIENTS, 600)
     try:
         started = time.monotonic()
         wait_for(lambda: all(pool_alerts(stack).values()), 300, "the pool alert", every=1)
@@ -241,7 +224,7 @@ def test_one_read_stream_keeps_the_pool_busy_but_neither_alerts_nor_finds(
     time.sleep(POOL_QUIET_SECONDS)
     set_io_workers(server, 1)
     stack.slow.set_delay(QUEUE_DELAY_US)
-    load = pgbench(server, stack.scripts / "one.sql", 600)
+    load = serial_scans(server.dsn(), stack.scripts / "one.sql", CLIENTS, 600)
     queued: list[float | None] = []
     try:
         doc, _ = report_json("--dsn", server.dsn(), "--duration", "15s")

@@ -1,12 +1,12 @@
 """The package as users get it: sdist -> wheel -> a fresh venv, started exactly as the container
-image starts it (ENTRYPOINT + CMD + ENV of deploy/Dockerfile), against a real PostgreSQL 18,
-connected as the least-privilege role that the compose stack's init script creates."""
+image starts it (ENTRYPOINT + CMD + ENV of deploy/Dockerfile; its ports moved to free ones, the
+host's being the parallel suite's), against a real PostgreSQL 18, connected as the
+least-privilege role that the compose stack's init script creates."""
 
 from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import tarfile
@@ -16,16 +16,13 @@ import venv
 import zipfile
 from pathlib import Path
 
-import pytest
-
 from deploy_files import (
     DEPLOY,
     REPO,
     final_stage,
-    health_port,
     image_env,
-    listen_port,
     load_yaml_docs,
+    on_free_ports,
     one,
     run,
 )
@@ -82,16 +79,6 @@ def create_role(server: LocalServer, password_file: Path) -> None:
         assert result.returncode == 0, result.stderr
 
 
-def port_is_free(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("0.0.0.0", port))  # noqa: S104 - what the image's :PORT binds
-        except OSError:
-            return False
-        return True
-
-
 def memory_limit_mib() -> float:
     (deployment,) = load_yaml_docs(DEPLOY / "kubernetes" / "deployment.yaml")
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
@@ -118,10 +105,9 @@ def test_installed_wheel_runs_with_the_image_command(pg18: LocalServer, tmp_path
 
     stage = final_stage()
     entrypoint = one(stage, "ENTRYPOINT").exec_form()
-    cmd = one(stage, "CMD").exec_form()
-    port = listen_port(cmd)
-    for taken in (p for p in (port, health_port(cmd)) if p is not None and not port_is_free(p)):
-        pytest.fail(f"port {taken} (the image's) is taken: stop whatever serves it (make demo?)")
+    cmd, probe, port = on_free_ports(
+        one(stage, "CMD").exec_form(), one(stage, "HEALTHCHECK").exec_form()
+    )
     env = {
         **os.environ,
         **{k: v for k, v in image_env(stage).items() if k != "PATH"},
@@ -151,7 +137,6 @@ def test_installed_wheel_runs_with_the_image_command(pg18: LocalServer, tmp_path
 
         samples = wait_for(scrape_after_poll, 30, "a successful poll by the installed wheel")
         # The image's HEALTHCHECK, as Docker runs it, with the venv's python.
-        probe = one(stage, "HEALTHCHECK").exec_form()
         result = run(*probe, env={**env, "PATH": f"{bin_dir}:/usr/bin:/bin"})
         assert result.returncode == 0, result.stderr
         rss = rss_mib(proc.pid)

@@ -22,7 +22,7 @@ import pytest
 
 from certs import Certs
 from containers import PODMAN, build_image, container, inspect, logs, podman, readable_by
-from deploy_files import DEPLOY, REPO, rule_names
+from deploy_files import DEPLOY, REPO, on_free_ports, rule_names
 from harness import Samples, parse, wait_for
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir, free_port
 from pgbins import bin_dir
@@ -152,13 +152,23 @@ def test_image_size_is_the_base_plus_the_venv(image: str) -> None:
 def test_dsn_from_the_environment_with_the_images_own_cmd_and_healthcheck(
     image: str, pg18: LocalServer
 ) -> None:
-    """The image's CMD as shipped (ports 9188 and 9189 on the host's network), a DSN in
-    DATA_SOURCE_NAME: pg_up 1 with pg_stat_io series, as UID 65532 with a read-only root and
-    no capabilities, the HEALTHCHECK passing, and failing while the process is stopped."""
+    """The image's CMD and HEALTHCHECK as shipped (their ports moved to free ones: the host's
+    network is the parallel suite's), a DSN in DATA_SOURCE_NAME: pg_up 1 with pg_stat_io
+    series, as UID 65532 with a read-only root and no capabilities, the HEALTHCHECK passing,
+    and failing while the process is stopped."""
     dsn = f"postgresql://postgres@127.0.0.1:{pg18.port}/postgres"
-    with container(image, "-e", f"DATA_SOURCE_NAME={dsn}") as name:
+    shipped = inspect("image", image)
+    check = shipped["Healthcheck"]
+    cmd, probe, port = on_free_ports(shipped["Config"]["Cmd"], check["Test"][1:])
+    with container(
+        image,
+        *("-e", f"DATA_SOURCE_NAME={dsn}"),
+        *("--health-cmd", json.dumps([check["Test"][0], *probe])),
+        f"--health-timeout={check['Timeout'] // 10**9}s",
+        args=tuple(cmd),
+    ) as name:
         try:
-            up_with_io_stats("http://127.0.0.1:9188/metrics", server_name(pg18))
+            up_with_io_stats(f"http://127.0.0.1:{port}/metrics", server_name(pg18))
         except AssertionError as err:
             raise AssertionError(logs(name)) from err
         state = inspect("container", name)

@@ -10,10 +10,7 @@ About 4 minutes, of which 75 s are pgbench's alternating runs."""
 
 from __future__ import annotations
 
-import os
 import re
-import statistics
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +22,7 @@ from alertstack import Stack, alert_stacks, short_rules
 from harness import labels, scanning, wait_for
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import create_table
+from pgbench_judge import faster_by_alternating_runs, scans_per_second
 from pgbins import DEBIAN_MAJOR, bin_dir, debian_release
 from slowread import SlowReads
 from test_report import findings, report_json
@@ -49,7 +47,6 @@ BENCH_READ_US = 2000
 PAIRS = 3  # pgbench runs pinned and with the advice, alternating: 1, n, 1, n, 1, n
 # The issue's bar: the advice applied makes pgbench's scans at least this much faster.
 FASTER = 1.3
-TPS = re.compile(r"^tps = ([0-9.]+)", re.MULTILINE)
 
 
 @pytest.fixture(scope="module")
@@ -91,26 +88,6 @@ def set_pool(server: LocalServer, least: int | None, most: int | None) -> None:
         conn.execute("SELECT pg_reload_conf()")
 
 
-def scans_per_second(server: LocalServer, script: Path) -> float:
-    """pgbench's transactions a second over BENCH_SECONDS: one client per table, each running
-    `script` (a scan of its own table), parallelism off (the reads stay on the clients)."""
-    clients = str(len(TABLES))
-    result = subprocess.run(
-        [
-            *(str(bin_dir("18") / "pgbench"), "-n", "-c", clients, "-j", clients),
-            *("-T", str(BENCH_SECONDS), "-f", str(script), server.dsn()),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=BENCH_SECONDS + 60,
-        check=True,
-        env={**os.environ, "PGOPTIONS": "-c max_parallel_workers_per_gather=0"},
-    )
-    found = TPS.search(result.stdout)
-    assert found is not None, result.stdout + result.stderr
-    return float(found.group(1))
-
-
 def running_workers(server: LocalServer) -> int:
     with psycopg.connect(server.dsn(), autocommit=True) as conn:
         row = conn.execute(
@@ -122,18 +99,22 @@ def running_workers(server: LocalServer) -> int:
 
 def advice_speedup(server: LocalServer, script: Path, suggested: int) -> tuple[float, list[float]]:
     """pgbench's scans a second with io_max_workers = `suggested` (io_min_workers at its
-    default: the advice as a user applies it) over those with the pool pinned at one, the
-    median of each over alternating runs (1, n, 1, n, ...): on this shared machine one pair
-    moved by half either way."""
-    runs = []
-    for _ in range(PAIRS):
+    default: the advice as a user applies it) over those with the pool pinned at one, in
+    alternating runs (1, n, 1, n, ...): on this shared machine one pair moved by half either
+    way. One client per table, each on a thread of its own."""
+    clients = len(TABLES)
+
+    def pinned() -> float:
         set_pool(server, 1, 1)
         # Workers beyond io_max_workers leave when idle: the pinned run starts with one.
         wait_for(lambda: running_workers(server) == 1, 60, "the pool pinned at one", every=0.2)
-        runs.append(scans_per_second(server, script))
+        return scans_per_second(server.dsn(), script, clients, BENCH_SECONDS, threads=clients)
+
+    def advised() -> float:
         set_pool(server, None, suggested)
-        runs.append(scans_per_second(server, script))
-    return statistics.median(runs[1::2]) / statistics.median(runs[::2]), runs
+        return scans_per_second(server.dsn(), script, clients, BENCH_SECONDS, threads=clients)
+
+    return faster_by_alternating_runs(pinned, advised, PAIRS)
 
 
 def test_the_pool_grows_under_scans_and_shrinks_after_the_idle_timeout(

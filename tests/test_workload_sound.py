@@ -17,7 +17,6 @@ are the count to match.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import threading
@@ -33,11 +32,11 @@ import pytest
 import pgbins
 from harness import terminate_for_stderr
 from pg_aio_exporter.demo.server import LocalServer
+from pgbench_judge import PROGRESS
 from test_workload_time import measure, start
 
 LIGHT = "SELECT count(*) FROM pg_am;\n"  # reads a table (so it is counted), in microseconds
 RATE = 10  # transactions per second
-PROGRESS = re.compile(r"progress: ([0-9.]+) s, ([0-9.]+) tps")
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +100,7 @@ def transactions_within(progress: str, started: float, ended: float) -> float:
     """pgbench's transactions over [started, ended] from its per-second progress lines."""
     return sum(
         tps
-        for stamp, tps in (map(float, m.groups()) for m in PROGRESS.finditer(progress))
+        for stamp, tps in (map(float, m.groups()[:2]) for m in PROGRESS.finditer(progress))
         if started + 0.5 <= stamp <= ended + 0.5
     )
 

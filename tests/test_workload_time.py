@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import subprocess
 import sys
 import time
@@ -42,6 +41,7 @@ from pg_aio_exporter.report import reload
 from pg_aio_exporter.report.outcome import judge
 from pg_aio_exporter.report.summary import Summary
 from pg_aio_exporter.report.workload import DB_TIME, STATEMENTS, compare_workload
+from pgbench_judge import PROGRESS
 from slowread import SlowReads
 
 TABLE_MB = 32
@@ -116,12 +116,6 @@ def pgbench(
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-PROGRESS = re.compile(
-    r"progress: ([0-9.]+) s, ([0-9.]+) tps, lat ([0-9.]+) ms[^\n]*?(?:, lag ([0-9.]+) ms|$)",
-    re.MULTILINE,
-)
 
 
 def latency_over(progress: str, started: float, ended: float) -> tuple[float, float]:

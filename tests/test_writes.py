@@ -24,7 +24,6 @@ resolves.
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 import threading
@@ -54,7 +53,8 @@ from alertstack import (
 )
 from cpu import CpuWatch, PressureWatch, backend_pids
 from harness import Exporter, Samples, labels, wait_for
-from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir
+from pg_aio_exporter.demo.server import LocalServer
+from pgbench_judge import Run, parse_pgbench, pgbench
 from pgbins import DEBIAN_MAJOR, bin_dir, debian_release
 from slowwrite import SlowWrites
 from test_alerts_e2e_io_uring import every_value
@@ -95,29 +95,6 @@ WRITE_SHORT: dict[str, Any] = {
         "PgAioBackendsWritingBuffers": {"for": "5s"},
     },
 }
-
-
-def pgbench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(embedded_bin_dir() / "pgbench"), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-
-
-@dataclass
-class Run:
-    tps: float
-    latency_ms: float
-
-
-def parse_pgbench(output: str) -> Run:
-    tps = re.search(r"^tps = ([\d.]+)", output, re.MULTILINE)
-    latency = re.search(r"^latency average = ([\d.]+) ms", output, re.MULTILINE)
-    assert tps and latency, output
-    return Run(float(tps.group(1)), float(latency.group(1)))
 
 
 @dataclass
