@@ -145,7 +145,7 @@ FLOORS = {
     "the poller's pg_stat_statements totals statement": [
         PgStatStatementsCollector().query(PG18) or ""
     ],
-    "the poller's pg_stat_database statement": [pg_stat_database.SQL],
+    "the poller's pg_stat_database statement": [pg_stat_database.sql(PG18)],
     "one poll: every poll statement, pipelined": [
         sql for c in registry.poll_collectors() if (sql := c.query(PG18)) is not None
     ],

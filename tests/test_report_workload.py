@@ -290,9 +290,9 @@ def test_db_time_needs_ten_workload_transactions_however_many_the_report_made(
     also when the report's own outnumber it (light load, frequent samples)."""
     window = WorkloadWindow()
     window.observe_databases(_database_work(1000.0), 0.0)
-    window.observe_round_trip(1, 0.1)  # the poll that read it
+    window.observe_round_trip(1, 0.1, 0.001)  # the poll that read it
     for second in range(20):
-        window.observe_round_trip(1, second + 0.5)
+        window.observe_round_trip(1, second + 0.5, 0.001)
         window.observe_sample(second + 0.5, 2, 2)
     window.observe_databases(_database_work(1000.0 + 21 + workload_transactions), 20.0)
     work = window.workload(note=None)
@@ -341,8 +341,9 @@ def test_statements_that_took_little_of_the_baseline_time_are_refused() -> None:
     assert report.workload.time_ratio == pytest.approx(1.5)
     assert report.workload.matched_share == pytest.approx(0.05 / 1.05)
     assert (
-        "by DB time per transaction (the statements both ran took only 5% of the baseline's"
-        " statement time, under the 50% the statements basis needs" in report.verdict.workload
+        "by DB time per transaction, sampled (the statements both ran took only 5% of the"
+        " baseline's statement time, under the 50% the statements basis needs"
+        in report.verdict.workload
     )
     doc = json.loads(document.dumps(report, T))
     assert doc["comparison"]["workload"]["matched_share"] == pytest.approx(0.05 / 1.05)

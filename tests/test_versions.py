@@ -152,7 +152,7 @@ class PollReads:
     def failed(self, collector: str, kind: str, message: str) -> None:
         pass
 
-    def round_trip(self, transactions: int, ended: float) -> None:
+    def round_trip(self, transactions: int, ended: float, seconds: float) -> None:
         pass
 
 

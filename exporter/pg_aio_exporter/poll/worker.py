@@ -114,9 +114,10 @@ class Tap(Protocol):
 
     def failed(self, collector: str, kind: str, message: str) -> None: ...
 
-    def round_trip(self, transactions: int, ended: float) -> None:
-        """A poll's or a sample's round trip returned at `ended` (epoch), having made
-        `transactions` transactions on the server (session.RoundTrip)."""
+    def round_trip(self, transactions: int, ended: float, seconds: float) -> None:
+        """A poll's or a sample's round trip returned at `ended` (epoch) after `seconds` on the
+        client's clock, having made `transactions` transactions on the server
+        (session.RoundTrip)."""
 
 
 class TargetWorker:
@@ -516,9 +517,10 @@ class TargetWorker:
         statements = [(self._statements[sql], class_row(c.row_type)) for c, sql in runnable]
         flush = self._own_flush(conn.info.server_version)
         closing = [] if flush is None else [(self._statements[flush], tuple_row)]
+        sent = time.perf_counter()
         done = await run_pipelined(conn, [*statements, *closing])
         if self._tap is not None:
-            self._tap.round_trip(done.transactions, time.time())
+            self._tap.round_trip(done.transactions, time.time(), time.perf_counter() - sent)
         return done.results[: len(statements)]
 
     def _roll_window(self, seconds: float) -> None:

@@ -232,9 +232,18 @@ def sampling_rse(seen: float | None, means: Sequence[float] | None) -> float:
     if seen is None:
         return 0.0
     poisson = poisson_rse(seen)
-    if means is None or len(means) < MIN_BATCHES or seen < MIN_SEEN:
+    spread = batch_spread(means)
+    if spread is None or seen < MIN_SEEN:
         return poisson
+    return max(poisson, spread)
+
+
+def batch_spread(means: Sequence[float] | None) -> float | None:
+    """batch_rse widened by Student's t for the number of sub-windows; None when there are too
+    few to tell a spread."""
+    if means is None or len(means) < MIN_BATCHES:
+        return None
     # A saved report's sub-windows may number more than BATCHES: t for 9 degrees of freedom
     # is then a little wide.
     t = T90[min(len(means), BATCHES) - 1] / Z90
-    return max(poisson, batch_rse(means) * t)
+    return batch_rse(means) * t

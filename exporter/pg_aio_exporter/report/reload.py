@@ -95,6 +95,7 @@ def workload_from_json(entry: Mapping[str, Any] | None, samples: int) -> Workloa
     statements = entry["statements"]
     sessions = _optional(entry["client_sessions"])
     batches = entry.get("session_batches")
+    active_batches = entry.get("active_batches")
     return Workload(
         seconds=float(entry["seconds"]),
         statements=(
@@ -110,6 +111,9 @@ def workload_from_json(entry: Mapping[str, Any] | None, samples: int) -> Workloa
         session_batches=None if batches is None else tuple(map(float, batches)),
         uncounted_seconds=float(entry.get("uncounted_seconds", 0.0)),
         connected_sessions=_optional(entry.get("connected_sessions")),
+        active_seconds=_optional(entry.get("active_seconds")),
+        own_active_seconds=float(entry.get("own_active_seconds", 0.0)),
+        active_batches=None if active_batches is None else tuple(map(float, active_batches)),
     )
 
 

@@ -14,7 +14,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pg_aio_exporter.collectors import pg_stat_io, pg_stat_statements, pg_wait_events, registry
 from pg_aio_exporter.collectors.checkpointer import CheckpointerCounts
@@ -46,6 +46,7 @@ PROGRESS_EVERY = 1.0
 STATS_FLUSH = 1.1
 
 Progress = Callable[[float, int], None]  # seconds left, samples taken
+Count = TypeVar("Count", int, float)  # what in_spans picks out: transactions, seconds
 
 
 # What a failed connection was, by the worker's error kind; anything else: unreachable.
@@ -130,8 +131,8 @@ class Recorder:
             case pg_wait_events.WaitEvents():
                 self.wait_events = snapshot
 
-    def round_trip(self, transactions: int, ended: float) -> None:
-        self.statements.observe_round_trip(transactions, ended)
+    def round_trip(self, transactions: int, ended: float, seconds: float) -> None:
+        self.statements.observe_round_trip(transactions, ended, seconds)
 
     def sampled(self, samples: int, totals: dict[str, Any], answered: list[str]) -> None:
         self.samples, self.totals = samples, totals
@@ -191,6 +192,9 @@ class Recorder:
 
 
 MIN_TRANSACTIONS = 10  # below this many in the window, DB time per transaction is not judged
+# Active time's sub-windows are at least this long (seconds): a span of a second or two between
+# polls would be mostly flush lag (a backend adds its counts at most once a second).
+MIN_BATCH_SECONDS = POLL_EVERY / 2
 
 
 class WorkloadWindow:
@@ -205,6 +209,7 @@ class WorkloadWindow:
         self.hidden = 0
         self.work: list[tuple[DatabaseWork, float]] = []  # every read
         self.own: list[tuple[float, int]] = []  # per round trip: when it ended, its transactions
+        self.own_time: list[tuple[float, float]] = []  # per round trip: when it ended, how long
         self.sessions: list[tuple[float, int]] = []  # per sample: when, client sessions working
         self.connected: list[tuple[float, int]] = []  # per sample: when, client sessions connected
 
@@ -216,8 +221,9 @@ class WorkloadWindow:
     def observe_databases(self, work: DatabaseWork, read_at: float) -> None:
         self.work.append((work, read_at))
 
-    def observe_round_trip(self, transactions: int, ended: float) -> None:
+    def observe_round_trip(self, transactions: int, ended: float, seconds: float) -> None:
         self.own.append((ended, transactions))
+        self.own_time.append((ended, seconds))
 
     def observe_sample(self, at: float, working: int, connected: int) -> None:
         self.sessions.append((at, working))
@@ -247,6 +253,9 @@ class WorkloadWindow:
                 grown = DatabaseWork(
                     last.transactions - first.transactions,
                     last.blocks - first.blocks,
+                    None
+                    if last.active is None or first.active is None
+                    else last.active - first.active,
                     last.start_time,
                 )
                 out.append((at, until, grown))
@@ -276,6 +285,7 @@ class WorkloadWindow:
             counted = sum(g.transactions for _, _, g in segments) - own
             transactions = counted if counted >= MIN_TRANSACTIONS else None
             blocks = sum(g.blocks for _, _, g in segments)
+        active = self.active(segments)
         return Workload(
             seconds=seconds,
             statements=self.statement_deltas(),
@@ -287,15 +297,46 @@ class WorkloadWindow:
             sampled_sessions=float(sum(within)),
             session_batches=batch_means(within),
             uncounted_seconds=max(0.0, self.span() - seconds) if spans else 0.0,
+            active_seconds=None if active is None or transactions is None else active[0],
+            own_active_seconds=0.0 if active is None else active[1],
+            active_batches=None if active is None or transactions is None else active[2],
         )
+
+    def active(
+        self, segments: list[tuple[float, float, DatabaseWork]]
+    ) -> tuple[float, float, tuple[float, ...]] | None:
+        """The workload's active time over the segments (pg_stat_database, 14+), the time the
+        report's own round trips within them took on its clock, and the active time per
+        transaction of sub-windows of at least MIN_BATCH_SECONDS (consecutive segments joined:
+        the worker's first poll interval is cut short by its phase, and the last by the
+        window's end); None where a segment has no active time (before 14). The report's own
+        active time lies between 0 and its round trips' time: half of it is taken out."""
+        if not segments or any(g.active is None for _, _, g in segments):
+            return None
+        batches: list[list[float]] = []  # [active, own time, transactions, seconds]
+        for at, until, grown in segments:
+            own_time = sum(in_spans(self.own_time, [(at, until)]))
+            own = sum(in_spans(self.own, [(at, until)]))
+            part = [grown.active or 0.0, own_time, grown.transactions - own, until - at]
+            if batches and batches[-1][3] < MIN_BATCH_SECONDS:
+                batches[-1] = [a + b for a, b in zip(batches[-1], part, strict=True)]
+            else:
+                batches.append(part)
+        if len(batches) > 1 and batches[-1][3] < MIN_BATCH_SECONDS:
+            last = batches.pop()
+            batches[-1] = [a + b for a, b in zip(batches[-1], last, strict=True)]
+        total = sum(b[0] for b in batches)
+        own_time = sum(b[1] for b in batches)
+        per_transaction = tuple((a - own / 2) / xacts for a, own, xacts, _ in batches if xacts > 0)
+        return total - own_time / 2, own_time, per_transaction
 
     def span(self) -> float:
         return self.work[-1][1] - self.work[0][1] if len(self.work) > 1 else 0.0
 
 
 def in_spans(
-    points: Sequence[tuple[float, int]], spans: Sequence[tuple[float, float]]
-) -> list[int]:
+    points: Sequence[tuple[float, Count]], spans: Sequence[tuple[float, float]]
+) -> list[Count]:
     """The counts of the points (when, count) that fall in a span (from, until], for spans in
     time order that do not overlap (the reads' pairs): each point is looked up by bisection,
     so a 24 h window sampled every second is not compared with each of its polls."""

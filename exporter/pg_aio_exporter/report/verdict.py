@@ -11,6 +11,7 @@ from pg_aio_exporter.report.findings import writes
 from pg_aio_exporter.report.findings.context import Context, Finding
 from pg_aio_exporter.report.margin import MIN_CHANGE
 from pg_aio_exporter.report.workload import (
+    ACTIVE_TIME,
     STATEMENTS,
     Workload,
     WorkloadComparison,
@@ -255,9 +256,14 @@ def _basis(ctx: Context, cmp: WorkloadComparison) -> str:
             f"time per statement call at the baseline's mix ({cmp.matched_statements}"
             f" statements matched{share})"
         )
+    name = (
+        "DB time per transaction, counted (pg_stat_database's active_time)"
+        if cmp.basis == ACTIVE_TIME
+        else "DB time per transaction, sampled"
+    )
     if cmp.matched_share is not None:
-        return f"DB time per transaction ({_few_matched(ctx, cmp.matched_share)})"
-    return "DB time per transaction (pg_stat_statements not in both windows)"
+        return f"{name} ({_few_matched(ctx, cmp.matched_share)})"
+    return f"{name} (pg_stat_statements not in both windows)"
 
 
 def _undecided(cmp: WorkloadComparison) -> str:

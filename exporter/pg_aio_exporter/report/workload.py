@@ -1,9 +1,12 @@
 """Workload time: how long the work took, the figure that answers "faster or slower".
 
-Two bases, the better first:
+Three bases, the better first:
 - statements (pg_stat_statements): execution time per call of each statement, compared at the
   baseline's statement mix. Statements are matched by normalized text, database and user
   (collectors/pg_stat_statements.py): queryid is not stable across major versions.
+- active_time_per_transaction (PostgreSQL 14+): DB time counted by pg_stat_database
+  (active_time: each client backend's time executing statements) per transaction, where its
+  interval is the narrower of the two DB times';
 - db_time_per_transaction (always there): DB time (client sessions doing work, on CPU
   included, sampled) per transaction counted by pg_stat_database.
 
@@ -15,7 +18,7 @@ other work, so it is no measure of speed across versions or io_methods (docs/rep
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from pg_aio_exporter.collectors.pg_stat_statements import (
@@ -23,11 +26,12 @@ from pg_aio_exporter.collectors.pg_stat_statements import (
     StatementCounters,
     StatementKey,
 )
-from pg_aio_exporter.report.margin import Estimate, Ratio, sampling_rse
+from pg_aio_exporter.report.margin import Estimate, Ratio, batch_spread, sampling_rse
 from pg_aio_exporter.vocabulary import BLOCK_BYTES, MIB
 
 STATEMENTS = "statements"
 DB_TIME = "db_time_per_transaction"
+ACTIVE_TIME = "active_time_per_transaction"
 LISTED = 5  # statements named in a finding or in the window's own list
 KEPT = 200  # statements a saved report keeps (the most time first): enough for any mix
 # A backend adds its transactions to pg_stat_database when it goes idle, at most once a second:
@@ -36,6 +40,26 @@ KEPT = 200  # statements a saved report keeps (the most time first): enough for 
 STATS_LAG = 1.0
 LAG_SD = STATS_LAG * (2 / 12) ** 0.5
 OWN_SLACK = 2.0  # the report's own transactions, counted to within this many
+
+
+def flush_lag_rse(batches: Sequence[float], seconds: float) -> float:
+    """The relative error that pg_stat_database's flush lag at the window's two ends gives
+    active time per transaction. A backend adds its transactions and its active time to the
+    view together, at most once a second while busy and within 10 s of going idle: at either
+    end each backend's last second of work at most (STATS_LAG) is not yet in the view, missing
+    from the numerator and the denominator alike. The ratio then moves only by how that
+    second's time per transaction differs from the window's: its share of the window
+    (STATS_LAG / seconds) times the spread of one second's figure, taken from the spread of
+    the `batches` (the window's sub-windows, of seconds / len(batches) each) as for
+    independent seconds (sd by the square root of the length); the two ends independent. 0
+    when the batches do not tell a spread (fewer than 2, or no time)."""
+    k = len(batches)
+    mean = sum(batches) / k if k else 0.0
+    if k < 2 or mean <= 0 or seconds <= 0:
+        return 0.0
+    batch_sd = math.sqrt(sum((b - mean) ** 2 for b in batches) / (k - 1)) / mean
+    second_sd = batch_sd * math.sqrt(seconds / k / STATS_LAG)
+    return math.sqrt(2) * STATS_LAG / seconds * second_sd
 
 
 @dataclass(frozen=True)
@@ -89,6 +113,14 @@ class Workload:
     # Client backends connected, working or idle, averaged over the samples; None: not kept
     # (saved before it was).
     connected_sessions: float | None = None
+    # pg_stat_database's active_time (PostgreSQL 14+) over the spans counted, the report's own
+    # estimated out: half the time its round trips took on its own clock (own_active_seconds),
+    # its server time lying anywhere in that; None: not counted (before 14, or saved before it
+    # was). active_batches: active time per transaction of consecutive sub-windows of at least
+    # half a poll interval each (their spread).
+    active_seconds: float | None = None
+    own_active_seconds: float = 0.0
+    active_batches: tuple[float, ...] | None = None
 
     @property
     def total(self) -> StatementCounters | None:
@@ -121,6 +153,29 @@ class Workload:
         if value == 0:
             return Estimate(value, float("inf"))
         return Estimate.of(value, sampling, LAG_SD / self.seconds, OWN_SLACK / self.transactions)
+
+    @property
+    def active_time(self) -> Estimate | None:
+        """DB time per transaction counted by pg_stat_database (active_time), with its relative
+        error: the spread of the sub-windows (Student's t for their number), the flush lag at
+        the window's ends (flush_lag_rse), the last statement of each connected backend whose
+        active time joins the view a flush after its transaction, the report's own active time
+        (uniform over its round trips' time) and its own transactions. None without active
+        time, or with too few sub-windows to tell a spread (windows under about four poll
+        intervals, 40 s)."""
+        if not self.transactions or not self.active_seconds or self.seconds <= 0:
+            return None
+        spread = batch_spread(self.active_batches)
+        if spread is None or self.active_batches is None:
+            return None
+        return Estimate.of(
+            self.active_seconds / self.transactions,
+            spread,
+            flush_lag_rse(self.active_batches, self.seconds),
+            math.sqrt(2) * (self.connected_sessions or 0.0) / self.transactions,
+            self.own_active_seconds / math.sqrt(12) / self.active_seconds,
+            OWN_SLACK / self.transactions,
+        )
 
     @property
     def connected_time(self) -> Estimate | None:
@@ -195,7 +250,7 @@ class StatementChange:
 @dataclass(frozen=True)
 class WorkloadComparison:
     margin: Ratio  # now / baseline with its 90% interval; below 1 is faster
-    basis: str  # STATEMENTS or DB_TIME
+    basis: str  # STATEMENTS, ACTIVE_TIME or DB_TIME
     matched_statements: int
     before: float  # seconds per call at the baseline's mix, or DB time per transaction
     after: float
@@ -391,7 +446,10 @@ def compare_workload(
 
 def _server_time(work: Workload, basis: str) -> Estimate | None:
     """The server's time per transaction, a part of each client's latency: the statements'
-    execution time (by statements) or DB time, over the transactions counted."""
+    execution time (by statements) or DB time (counted or sampled), over the transactions
+    counted."""
+    if basis == ACTIVE_TIME:
+        return work.active_time
     if basis != STATEMENTS:
         return work.db_time
     total = work.total
@@ -428,8 +486,7 @@ def _compare(
     # and the other does not) leave the trivial ones (SET, max(id)) to stand for the workload.
     share = by_statements.matched_share if by_statements is not None else None
     refused = share is not None and share < min_matched_share
-    then, now = before.db_time, after.db_time
-    margin = Ratio.of(now, then)
+    basis, then, now, margin = _db_time(before, after)
     if (
         by_statements is not None
         and not refused
@@ -444,10 +501,22 @@ def _compare(
         return None
     return WorkloadComparison(
         margin,
-        DB_TIME,
+        basis,
         0,
         then.value,
         now.value,
         matched_share=share if refused else None,
         seconds=min(before.seconds, after.seconds),
     )
+
+
+def _db_time(
+    before: Workload, after: Workload
+) -> tuple[str, Estimate | None, Estimate | None, Ratio | None]:
+    """DB time per transaction in both windows and their ratio: counted (active_time) where
+    its interval is the narrower, else sampled; (basis, before, after, ratio)."""
+    sampled = Ratio.of(after.db_time, before.db_time)
+    counted = Ratio.of(after.active_time, before.active_time)
+    if counted is not None and (sampled is None or counted.log_sd < sampled.log_sd):
+        return ACTIVE_TIME, before.active_time, after.active_time, counted
+    return DB_TIME, before.db_time, after.db_time, sampled
