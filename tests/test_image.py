@@ -163,7 +163,9 @@ def test_dsn_from_the_environment_with_the_images_own_cmd_and_healthcheck(
     with container(
         image,
         *("-e", f"DATA_SOURCE_NAME={dsn}"),
-        *("--health-cmd", json.dumps([check["Test"][0], *probe])),
+        # The probe alone: podman reads a JSON --health-cmd as the exec form and adds "CMD"
+        # itself (["CMD", "CMD", "python", ...] was always unhealthy).
+        *("--health-cmd", json.dumps(probe)),
         f"--health-timeout={check['Timeout'] // 10**9}s",
         args=tuple(cmd),
     ) as name:
