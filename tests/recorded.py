@@ -50,7 +50,6 @@ def replay(major: str) -> bytes:
     exposition = asyncio.run(new_exposition())
     polled: list[PollCollector[Any]] = registry.poll_collectors()
     sampler = Sampler()
-    rolled = [0]  # sampler.samples at the last roll
 
     def publish_samples() -> None:
         out = MetricSet(BASE_LABELS)
@@ -65,8 +64,8 @@ def replay(major: str) -> bytes:
                 collector.collect(typed(collector.row_type, rows[collector.name]), out)
         out.gauge("pg_up", PG_UP_HELP, 1.0)
         exposition.publish("recorded", "poll", out.families())
-        sampler.roll_window(float(sampler.samples - rolled[0]))  # samples a second apart
-        rolled[0] = sampler.samples
+        # The window's samples were taken a second apart (the first poll's window has none).
+        sampler.roll_window(float(len(recorded["samples"])))
         publish_samples()
 
     poll(recorded["polls"][0])
