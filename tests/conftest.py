@@ -24,33 +24,34 @@ SMALL_BUFFERS = {"shared_buffers": "16MB", "track_io_timing": "on"}
 TABLE_MB = 64
 
 
-# The files that take longest, in the order of the summary below (clean-clone CI of c706da4,
-# 215 s down to 36 s on 2 cores; refresh from that table when it drifts): run
-# first, so that with the files spread over parallel workers (`make test`: pytest-xdist,
-# one file to one worker) none of them starts last and alone.
+# The files that take longest, in the order of the summary below (clean-clone CI of 4c8dcd2,
+# 2026-11-28: 434 s down to 88 s for the first 15, on 2 cores; refresh from that table when it
+# drifts): run first, so that with the files spread over parallel workers (`make test`:
+# pytest-xdist, one file to one worker) none of them starts last and alone.
 SLOWEST_FIRST = (
-    # The image and the compose stack (~5 minutes warm, most of it the alert's `for: 2m`
-    # and the stack's 30 s intervals; not yet from CI).
-    "test_image.py",
-    "test_dashboards_e2e.py",
-    "test_report.py",
     "test_writes.py",
-    "test_alerts_vmalert.py",
+    "test_alerts_rules.py",  # promtool 2 and 3 on every fixture: ~2 minutes of CPU each
+    "test_report.py",
+    "test_image.py",  # the image and the compose stack, most of it the alert's `for: 2m`
+    "test_dashboards_e2e.py",
+    "test_pool_19.py",  # a minute of it pgbench's alternating runs (issue 45)
+    "test_report_html.py",  # three 10 s reports, Chromium and the Nu checker
     "test_alerts_e2e.py",
     "test_workload_time.py",
-    "test_pool_19.py",  # ~4 minutes alone, a minute of it pgbench's alternating runs (issue 45)
-    "test_workload_sound.py",
     "test_faults.py",
-    "test_report_html.py",  # three 10 s reports, Chromium and the Nu checker: ~60-90 s
+    "test_alerts_e2e_pool.py",
+    "test_alerts_vmalert.py",
+    "test_versions.py",
+    "test_hit_ratio.py",
+    "test_alerts_e2e_io_uring.py",
+    "test_workload_active_time.py",  # ~110 s alone (issue 43)
+    # Not in that table's first 15; earlier measures.
+    "test_workload_sound.py",
     "test_report_upgrade_19.py",  # five 10 s reports on 18 and 19: ~100-120 s alone
     "test_sampler.py",
-    "test_alerts_rules.py",
-    "test_alerts_e2e_io_uring.py",
     "test_deploy_wheel.py",
-    "test_versions.py",
     "test_demo.py",  # ~100 s in the parallel run since issue 37 (a nested run of a part)
-    "test_alerts_e2e_pool.py",
-    "test_supervision.py",  # 48 s alone on a shared machine (issue 32), not yet from CI
+    "test_supervision.py",  # 48 s alone on a shared machine (issue 32)
     "test_core.py",
     "test_cli.py",
     "test_io_uring.py",
