@@ -34,10 +34,12 @@ $(LOWEST)/.installed-stamp: pyproject.toml scripts/lowest_constraints.py scripts
 demo: $(DEMO_STAMP)
 	$(BIN)/pg-aio-exporter demo $(DEMO_ARGS)
 
+# mypy's incremental cache is shared by every clone of the machine: it checks each cached
+# module by its source's hash, so a clean clone re-checks only what changed (1 s, not 20 s).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy
+	MYPY_CACHE_DIR=$(HOME)/.cache/pg_aio_exporter/mypy $(BIN)/mypy
 
 unit: $(STAMP)
 	$(BIN)/pytest -m unit
