@@ -48,7 +48,7 @@ unit: $(STAMP)
 # test code makes: the same work at any Python dependency version, so they run once, in the
 # main pytest phase (about 3 minutes of CPU saved).
 unit-lowest: $(LOWEST)/.installed-stamp
-	$(LOWEST)/bin/python -m pytest -m "unit and not tool_only" -p no:cacheprovider -n 2
+	$(LOWEST)/bin/python -m pytest -m "unit and not tool_only" -p no:cacheprovider -n 2 --hypothesis-profile=lowest
 
 system-deps:
 	scripts/system-deps.sh

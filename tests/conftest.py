@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import psycopg
 import pytest
+from hypothesis import settings
 
 from certs import Certs, make_certs
 from harness import MONITOR_PASSWORD
@@ -19,6 +20,14 @@ from pg_aio_exporter.demo import server as demo_server
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import create_table
 from slowdisk import ThrottledDisk, server_on_slow_disk
+
+# The property tests' examples per property (tests/test_config_fuzz.py): 200 in the suite; 25
+# where `make unit-lowest` runs them again at the lowest dependency versions
+# (--hypothesis-profile=lowest), where the question is whether the parsers still load and fail
+# cleanly on those versions, not another 200 draws (25 s of CPU saved).
+settings.register_profile("suite", max_examples=200, deadline=None)
+settings.register_profile("lowest", settings.get_profile("suite"), max_examples=25)
+settings.load_profile("suite")
 
 SMALL_BUFFERS = {"shared_buffers": "16MB", "track_io_timing": "on"}
 TABLE_MB = 64
