@@ -281,9 +281,21 @@ def _basis(ctx: Context, cmp: WorkloadComparison) -> str:
         if cmp.basis == ACTIVE_TIME
         else "DB time per transaction, sampled"
     )
+    return f"{name} ({_why_not_statements(ctx, cmp)})"
+
+
+def _why_not_statements(ctx: Context, cmp: WorkloadComparison) -> str:
+    """Why a comparison by DB time was not made by statements (workload._compare's reasons)."""
     if cmp.matched_share is not None:
-        return f"{name} ({_few_matched(ctx, cmp.matched_share)})"
-    return f"{name} (pg_stat_statements not in both windows)"
+        return f"{_few_matched(ctx, cmp.matched_share)}; so it falls back to DB time"
+    base = ctx.baseline.workload if ctx.baseline is not None else None
+    now = ctx.summary.workload
+    if base is None or now is None or base.statements is None or now.statements is None:
+        return "pg_stat_statements not in both windows"
+    return (
+        "the statements' execution time was under half of DB time in a window: parse, plan,"
+        " commit and round trips took most of it"
+    )
 
 
 def _undecided(cmp: WorkloadComparison) -> str:
@@ -352,10 +364,15 @@ def _against(ctx: Context, cmp: WorkloadComparison) -> str:
 
 def _few_matched(ctx: Context, share: float) -> str:
     least = units.percent(ctx.thresholds.min_matched_statement_share)
+    matched = (
+        "no statement of the baseline's matched one run now, 0% of its statement time"
+        if share == 0
+        else f"the statements both ran took only {units.percent(share)} of the baseline's"
+        " statement time"
+    )
     return (
-        f"the statements both ran took only {units.percent(share)} of the baseline's statement"
-        f" time, under the {least} the statements basis needs: the main queries' texts differ"
-        " between the two"
+        f"{matched}, under the {least} the statements basis needs: the main queries' texts"
+        " differ between the two"
     )
 
 

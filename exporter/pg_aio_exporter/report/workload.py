@@ -469,8 +469,9 @@ def _compare(
         return None
     by_statements = _by_statements(before, after)
     # Statements whose texts differ between the servers (a list of casts one version squashes
-    # and the other does not) leave the trivial ones (SET, max(id)) to stand for the workload.
-    share = by_statements.matched_share if by_statements is not None else None
+    # and the other does not) leave the trivial ones (SET, max(id)) to stand for the workload,
+    # or none at all (a share of 0: no statement to compare by).
+    share = matched_share(before, after)
     refused = share is not None and share < min_matched_share
     basis, then, now, margin = _db_time(before, after)
     if (
