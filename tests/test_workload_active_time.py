@@ -96,3 +96,28 @@ def test_counted_db_time_decides_where_sampled_cannot(pair: tuple[wt.Run, wt.Run
     assert counted.margin.half_width < min(poisson, by_samples.margin.half_width)
     # A/A: nothing changed, so no direction is claimed.
     assert counted.claim is None
+
+
+def test_read_wait_per_byte_of_the_pair_claims_no_change(pair: tuple[wt.Run, wt.Run]) -> None:
+    """The same storage in both windows (each read answered in 0.3 ms by the shim): read wait
+    per byte, from pg_stat_io, gets its interval from each window's sub-windows (issue 43 item
+    5; the saved reports' reads.batches, read back), and claims no direction: no regression,
+    and the verdict on reads says so with the interval."""
+    first, second = pair
+    report = judge(second.summary, LIMITS, first.summary)
+    assert report.comparison is not None
+    change = report.comparison[0].changes["seconds_per_byte"]
+    for run in pair:
+        batches = run.summary.read_batches or ()
+        estimate = run.summary.read_estimate()
+        print(
+            f"  window: read wait per byte {run.summary.total.seconds_per_byte()} with"
+            f" {len(batches)} sub-windows, rse {estimate.rse if estimate else None}"
+        )
+    assert change.margin is not None
+    low, high = change.margin.interval
+    print(f"read wait per byte {change.ratio:.3f} ({low:.3f}-{high:.3f}): {report.verdict.reads}")
+    assert low <= 1 <= high
+    assert not change.margin.decided
+    assert "read_latency_regression" not in {f.id for f in report.findings}
+    assert f"({low:.2f}-{high:.2f}x)" in report.verdict.reads
