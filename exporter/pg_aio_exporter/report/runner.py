@@ -192,20 +192,12 @@ class Recorder:
         reads, writes = [], []
         for before, after in itertools.pairwise(self.series.polls):
             seconds = after.seconds - before.seconds
-            r, w = after.reads, after.writes
-            reads.append(
-                [
-                    (r.read_time_ms - before.reads.read_time_ms) / 1000.0,
-                    r.read_bytes - before.reads.read_bytes,
-                    seconds,
-                ]
-            )
+            read, wrote = after.reads, after.writes
+            read_ms = read.read_time_ms - before.reads.read_time_ms
+            write_ms = wrote.write_time_ms - before.writes.write_time_ms
+            reads.append([read_ms / 1000.0, read.read_bytes - before.reads.read_bytes, seconds])
             writes.append(
-                [
-                    (w.write_time_ms - before.writes.write_time_ms) / 1000.0,
-                    w.write_bytes - before.writes.write_bytes,
-                    seconds,
-                ]
+                [write_ms / 1000.0, wrote.write_bytes - before.writes.write_bytes, seconds]
             )
         return _batches(reads), _batches(writes)
 

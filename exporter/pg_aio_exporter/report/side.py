@@ -61,6 +61,7 @@ class Regression:
 
     @property
     def faster(self) -> bool:
+        """Faster is claimed, likewise."""
         return self.ratio < 1 if self.margin is None else self.margin.faster
 
     def regressed(self, settings: BaselineSettings) -> bool:
