@@ -138,14 +138,35 @@ def test_statements_match_across_versions(major: str) -> None:
     }
 
 
-def test_normalize_squashes_lists_and_parameter_numbers() -> None:
-    seventeen = "SELECT * FROM t WHERE a IN ($1, $2, $3) AND b = $4"
-    eighteen = "SELECT * FROM t WHERE a IN ($1 /*, ... */) AND b = $2"
+# 17's text and 18's of the same statement.
+ALIKE = (
+    (
+        "SELECT * FROM t WHERE a IN ($1, $2, $3) AND b = $4",
+        "SELECT * FROM t WHERE a IN ($1 /*, ... */) AND b = $2",
+    ),
+    (
+        "SELECT * FROM t WHERE a = ANY(ARRAY[$1, $2])",
+        "SELECT * FROM t WHERE a = ANY(ARRAY[$1 /*, ... */])",
+    ),
+    # Casts squashed with their items, as 18 shows them (tests/test_statement_texts.py).
+    (
+        "SELECT * FROM t WHERE a IN ($1::int, $2::int) AND b = $3::character varying(8)",
+        "SELECT * FROM t WHERE a IN ($1 /*, ... */) AND b = $2::character varying(8)",
+    ),
+    # = ANY(ARRAY[...]) is the same parse as IN (...), one entry either way.
+    (
+        "SELECT * FROM t WHERE a = ANY (ARRAY[$1::bigint, $2::bigint, $3::bigint])",
+        "SELECT * FROM t WHERE a IN ($1 /*, ... */)",
+    ),
+)
+
+
+@pytest.mark.parametrize(("seventeen", "eighteen"), ALIKE)
+def test_normalize_squashes_lists_and_parameter_numbers(seventeen: str, eighteen: str) -> None:
     assert pg_stat_statements.normalize(seventeen) == pg_stat_statements.normalize(eighteen)
-    array17 = "SELECT * FROM t WHERE a = ANY(ARRAY[$1, $2])"
-    array18 = "SELECT * FROM t WHERE a = ANY(ARRAY[$1 /*, ... */])"
-    assert pg_stat_statements.normalize(array17) == pg_stat_statements.normalize(array18)
-    # A call with two parameters is not a list of constants.
+
+
+def test_a_call_with_two_parameters_is_not_a_list() -> None:
     assert pg_stat_statements.normalize("SELECT f($1, $2)") != pg_stat_statements.normalize(
         "SELECT f($1)"
     )

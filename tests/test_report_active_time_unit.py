@@ -11,13 +11,13 @@ from dataclasses import replace
 import pytest
 
 from pg_aio_exporter.collectors.pg_stat_database import DatabaseWork
+from pg_aio_exporter.report.margin import flush_lag_rse
 from pg_aio_exporter.report.runner import WorkloadWindow
 from pg_aio_exporter.report.workload import (
     ACTIVE_TIME,
     DB_TIME,
     Workload,
     compare_workload,
-    flush_lag_rse,
 )
 
 pytestmark = pytest.mark.unit

@@ -342,11 +342,34 @@ def test_statements_that_took_little_of_the_baseline_time_are_refused() -> None:
     assert report.workload.matched_share == pytest.approx(0.05 / 1.05)
     assert (
         "by DB time per transaction, sampled (the statements both ran took only 5% of the"
-        " baseline's statement time, under the 50% the statements basis needs"
+        " baseline's statement time, under the 50% the statements basis needs: the main"
+        " queries' texts differ between the two; so it falls back to DB time)"
         in report.verdict.workload
     )
     doc = json.loads(document.dumps(report, T))
     assert doc["comparison"]["workload"]["matched_share"] == pytest.approx(0.05 / 1.05)
+    # Nothing matched at all (no trivial statement in common either): 0%, not "pg_stat_statements
+    # not in both windows", which both had.
+    alone = work(stmt(new, 100, 10), client_sessions=0.03, sampled_sessions=900.0, **db_time)
+    none = judge(summary(workload=alone), T, summary(workload=before))
+    assert none.workload is not None and none.workload.basis == DB_TIME
+    assert none.workload.matched_share == 0
+    assert "not in both windows" not in none.verdict.workload
+    assert (
+        "(no statement of the baseline's matched one run now, 0% of its statement time, under"
+        " the 50% the statements basis needs" in none.verdict.workload
+    )
+    assert "so it falls back to DB time)" in none.verdict.workload
+    # Statements matched, but their execution time was under half of DB time (sub-millisecond
+    # statements): that reason, not a missing pg_stat_statements.
+    busy: dict[str, Any] = {"client_sessions": 2.0, "sampled_sessions": 60_000.0}
+    short = judge(
+        summary(workload=replace(after, statements=before.statements, **busy)),
+        T,
+        summary(workload=replace(before, **busy)),
+    )
+    assert short.workload is not None and short.workload.basis == DB_TIME
+    assert "execution time was under half of DB time in a window" in short.verdict.workload
     # Without DB time in both there is nothing to fall back to: not compared, and why.
     no_db = judge(summary(workload=replace(after, transactions=None)), T, summary(workload=before))
     assert no_db.workload is None

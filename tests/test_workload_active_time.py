@@ -18,6 +18,7 @@ load: counted DB time must be narrower than that.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from dataclasses import replace
@@ -27,6 +28,7 @@ import pytest
 import pgbins
 import test_workload_time as wt
 from pg_aio_exporter import thresholds
+from pg_aio_exporter.report import document
 from pg_aio_exporter.report.outcome import judge
 from pg_aio_exporter.report.summary import Summary
 from pg_aio_exporter.report.workload import ACTIVE_TIME, DB_TIME
@@ -96,3 +98,36 @@ def test_counted_db_time_decides_where_sampled_cannot(pair: tuple[wt.Run, wt.Run
     assert counted.margin.half_width < min(poisson, by_samples.margin.half_width)
     # A/A: nothing changed, so no direction is claimed.
     assert counted.claim is None
+
+
+def test_read_wait_per_byte_of_the_pair_has_its_interval(pair: tuple[wt.Run, wt.Run]) -> None:
+    """Read wait per byte, from pg_stat_io, gets its interval from each window's sub-windows
+    (issue 43 item 5: the saved reports' reads.batches, read back), in the comparison, the
+    verdict and the JSON, never narrower than the two windows' 1% floors allow (1.645 x
+    sqrt(2) x 1% = 2.3%) and narrow enough to say something (HALF_WIDTH); a regression is
+    found only where slower is claimed.
+
+    Not asserted: that it holds 1. The storage is the same in both windows (every read answered
+    in 0.3 ms by the shim), but the wait per read also holds the io workers' hand-off on two
+    shared cores, which the load moves: measured 0.99x (0.97-1.02x) with pgbench at 1.01x, and
+    0.97x (0.94-1.00x) with pgbench at 0.97x, whose interval missed 1 and claimed nothing (too
+    close to call)."""
+    first, second = pair
+    report = judge(second.summary, LIMITS, first.summary)
+    assert report.comparison is not None
+    change = report.comparison[0].changes["seconds_per_byte"]
+    for run in pair:
+        assert len(run.summary.read_batches or ()) >= 4
+    assert change.margin is not None
+    low, high = change.margin.interval
+    print(
+        f"read wait per byte {change.ratio:.3f} ({low:.3f}-{high:.3f}); pgbench"
+        f" {second.latency / first.latency:.3f}: {report.verdict.reads}"
+    )
+    assert low <= (change.ratio or 0) <= high
+    assert 1.645 * math.sqrt(2) * 0.01 <= change.margin.half_width <= HALF_WIDTH
+    regressed = "read_latency_regression" in {f.id for f in report.findings}
+    assert regressed is (change.margin.slower and (change.ratio or 0) > LIMITS.regression_factor)
+    assert f"({low:.2f}-{high:.2f}x)" in report.verdict.reads
+    doc = json.loads(document.dumps(report, LIMITS))
+    assert doc["comparison"]["rows"][0]["figures"]["seconds_per_byte"]["interval"] == [low, high]

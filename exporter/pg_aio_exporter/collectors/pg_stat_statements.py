@@ -103,18 +103,31 @@ NO_STATEMENTS = StatementCounters(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 # Constant lists: PostgreSQL 18 squashes `IN ($1, $2, $3)` into `IN ($1 /*, ... */)` (and
 # ARRAY[...] the same way) and numbers the later parameters accordingly; 17 lists them all.
+# A list's items may carry casts, which 18 squashes with them: 17's `IN ($1::int, $2::int)` is
+# 18's `IN ($1 /*, ... */)` (measured on 16.14, 17.10 and 18.6: tests/test_statement_texts.py).
+_CAST = (
+    r"(?:\s*::\s*[\w.\"]+(?:\s+(?:varying|precision|with(?:out)?\s+time\s+zone))?"
+    r"(?:\s*\([\d\s,]*\))?(?:\s*\[\s*\])*)*"
+)
+_ITEM = rf"\$\d+{_CAST}"
 _SQUASHED = re.compile(
-    r"(\bIN\s*\(|\bARRAY\s*\[)\s*\$\d+(?:\s*/\*,\s*\.\.\.\s*\*/|(?:\s*,\s*\$\d+)*)\s*(?=[)\]])",
+    rf"(\bIN\s*\(|\bARRAY\s*\[)\s*{_ITEM}(?:\s*/\*,\s*\.\.\.\s*\*/|(?:\s*,\s*{_ITEM})*)\s*(?=[)\]])",
     re.I,
 )
+# `x = ANY(ARRAY[...])` is parsed as `x IN (...)` is (one queryid, so pg_stat_statements shows
+# whichever text it saw first), and 18 puts lists of every length in one entry where 17 has one
+# per length: the same statement may show either form on either version.
+_ANY_ARRAY = re.compile(r"=\s*ANY\s*\(\s*ARRAY\s*\[\.\.\.\]\s*\)", re.I)
 _PARAMETER = re.compile(r"\$\d+")
 _SPACE = re.compile(r"\s+")
 
 
 def normalize(text: str) -> str:
     """A statement's text as pg_stat_statements shows it, made the same on 16, 17 and 18:
-    constant lists squashed, parameters unnumbered, white space collapsed."""
+    constant lists squashed (casts and all, and `= ANY(ARRAY[...])` as the `IN (...)` it is),
+    parameters unnumbered, white space collapsed."""
     text = _SQUASHED.sub(lambda m: m.group(1) + "...", text)
+    text = _ANY_ARRAY.sub("IN (...)", text)
     text = _PARAMETER.sub("$", text)
     return _SPACE.sub(" ", text).strip().rstrip(";").strip()
 

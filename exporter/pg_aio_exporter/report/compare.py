@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pg_aio_exporter.collectors.intervals import LabelKey
+from pg_aio_exporter.report.margin import Ratio
 from pg_aio_exporter.report.side import Change, changes
 from pg_aio_exporter.report.summary import READ_FIGURES, Reads, Summary
 from pg_aio_exporter.report.written import WRITE_FIGURES, Writes
@@ -21,14 +22,21 @@ class RowComparison:
     changes: dict[str, Change]
 
 
-def compare_reads(before: Reads, after: Reads, key: LabelKey | None) -> RowComparison:
-    return RowComparison(key, changes(before.named(), after.named(), READ_FIGURES))
+def compare_reads(
+    before: Reads, after: Reads, key: LabelKey | None, margin: Ratio | None = None
+) -> RowComparison:
+    """A row's read figures; `margin`: the interval of its wait per byte (the whole server's
+    only: the sub-windows are kept for it alone)."""
+    return RowComparison(
+        key, changes(before.named(), after.named(), READ_FIGURES, {"seconds_per_byte": margin})
+    )
 
 
 def compare(before: Summary, after: Summary, min_reads_per_second: float) -> list[RowComparison]:
     """The whole server first, then every row that read at least `min_reads_per_second` in both
     windows: a few reads a minute make ratios of noise."""
-    rows = [compare_reads(before.total, after.total, None)]
+    margin = Ratio.of(after.read_estimate(), before.read_estimate())
+    rows = [compare_reads(before.total, after.total, None, margin)]
     for key in after.reading_rows():
         if key not in before.rows:
             continue
@@ -43,5 +51,14 @@ def _write_figures(writes: Writes | None) -> dict[str, float | None]:
 
 
 def compare_writes(before: Summary, after: Summary) -> dict[str, Change]:
-    """The whole server's write figures before and after."""
-    return changes(_write_figures(before.writes), _write_figures(after.writes), WRITE_FIGURES)
+    """The whole server's write figures before and after, write time per byte with its
+    interval."""
+    margin = None
+    if before.writes is not None and after.writes is not None:
+        margin = Ratio.of(after.writes.estimate(), before.writes.estimate())
+    return changes(
+        _write_figures(before.writes),
+        _write_figures(after.writes),
+        WRITE_FIGURES,
+        {"write_seconds_per_byte": margin},
+    )

@@ -16,6 +16,7 @@ from pg_aio_exporter.collectors.intervals import WRITE_OPERATIONS, LabelKey
 from pg_aio_exporter.report.compare import RowComparison, compare_writes
 from pg_aio_exporter.report.findings.writes import write_wait_sessions
 from pg_aio_exporter.report.outcome import Report
+from pg_aio_exporter.report.side import Batches
 from pg_aio_exporter.report.summary import Activity, Reads
 from pg_aio_exporter.report.units import timestamp
 from pg_aio_exporter.report.workload import Workload, WorkloadComparison
@@ -25,7 +26,9 @@ from pg_aio_exporter.thresholds import Thresholds
 # 2: workload time (workload, verdict.workload, comparison.workload); 3: series (the page's
 # charts over the window) and the workload's margins (workload.sampled_sessions,
 # session_batches, uncounted_seconds, each statement's exec_squares;
-# comparison.workload.interval, claim and decisive_seconds)
+# comparison.workload.interval, claim and decisive_seconds; later, read and write time per
+# byte's sub-windows, reads.batches and writes.batches, and the comparison's intervals of
+# time per byte: optional, so a report saved before them still reads)
 SCHEMA = 3
 KIND = "pg-aio-exporter report"
 SCHEMA_FILE = Path(__file__).with_name("schema.json")
@@ -46,6 +49,11 @@ def _reads(reads: Reads) -> dict[str, Any]:
         "seconds_per_byte": figures.seconds_per_byte if figures else None,
         "hit_ratio": figures.hit_ratio if figures else None,
     }
+
+
+def _batches(batches: Batches | None) -> list[list[float]] | None:
+    """A side's sub-windows, [time, bytes, seconds] each (side.Batches)."""
+    return None if batches is None else [list(b) for b in batches]
 
 
 def _labels(key: LabelKey | None) -> dict[str, str | None]:
@@ -239,6 +247,7 @@ def _writes(writes: Writes | None, waits: Mapping[str, float] | None) -> dict[st
         },
         "write_wait_sessions": dict(waits or {}),
         "checkpoints": None if writes.checkpoints is None else _fields(writes.checkpoints),
+        "batches": _batches(writes.batches),
     }
 
 
@@ -275,6 +284,7 @@ def to_json(report: Report, thresholds: Thresholds) -> dict[str, Any]:
                 for key in sorted(summary.rows, key=lambda k: (-summary.rows[k].read_bytes, k))
                 if summary.rows[key].reads > 0 or summary.rows[key].hits > 0
             ],
+            "batches": _batches(summary.read_batches),
         },
         "activity": _activity(summary.activity, thresholds),
         "workload": _workload(summary.workload),

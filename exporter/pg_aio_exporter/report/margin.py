@@ -50,6 +50,10 @@ SHORTEST, LONGEST = 1e-6, 1e12
 # 1), probes where pgbench moved 4-8% were claimed faster or slower with a margin of 10-15%
 # (bench/workload_margin.py, docs/report.md).
 CLAIM_WIDTHS = 2.0
+# A backend adds its counts to the statistics views (pg_stat_database, pg_stat_io) when it goes
+# idle, at most once a second while busy: at either end of a window the counts lag by up to
+# about this (seconds).
+STATS_LAG = 1.0
 
 
 @dataclass(frozen=True)
@@ -247,3 +251,64 @@ def batch_spread(means: Sequence[float] | None) -> float | None:
     # is then a little wide.
     t = T90[min(len(means), BATCHES) - 1] / Z90
     return batch_rse(means) * t
+
+
+def join_short(parts: Sequence[Sequence[float]], least: float) -> list[list[float]]:
+    """Consecutive sub-windows, each a list of counts whose last is its seconds, summed with
+    the next until each lasts at least `least` seconds (a short last one joins the one before):
+    a span of a second or two between polls is mostly the counts' flush lag (STATS_LAG)."""
+    joined: list[list[float]] = []
+    for part in parts:
+        if joined and joined[-1][-1] < least:
+            joined[-1] = [a + b for a, b in zip(joined[-1], part, strict=True)]
+        else:
+            joined.append(list(part))
+    if len(joined) > 1 and joined[-1][-1] < least:
+        last = joined.pop()
+        joined[-1] = [a + b for a, b in zip(joined[-1], last, strict=True)]
+    return joined
+
+
+def flush_lag_rse(batches: Sequence[float], seconds: float) -> float:
+    """The relative error that the statistics' flush lag at the window's two ends gives a ratio
+    of two counts a backend flushes together (active time per transaction, read wait per byte).
+    At either end each backend's last second of work at most (STATS_LAG) is not yet in the
+    view, missing from the numerator and the denominator alike. The ratio then moves only by
+    how that second's figure differs from the window's: its share of the window (STATS_LAG /
+    seconds) times the spread of one second's figure, taken from the spread of the `batches`
+    (the window's sub-windows, of seconds / len(batches) each) as for independent seconds (sd
+    by the square root of the length); the two ends independent. 0 when the batches do not
+    tell a spread (fewer than 2, or no time)."""
+    k = len(batches)
+    mean = sum(batches) / k if k else 0.0
+    if k < 2 or mean <= 0 or seconds <= 0:
+        return 0.0
+    batch_sd = math.sqrt(sum((b - mean) ** 2 for b in batches) / (k - 1)) / mean
+    second_sd = batch_sd * math.sqrt(seconds / k / STATS_LAG)
+    return math.sqrt(2) * STATS_LAG / seconds * second_sd
+
+
+def ratio_batches(parts: Sequence[Sequence[float]]) -> tuple[float, ...] | None:
+    """The sub-windows of a ratio of sums R = sum(N) / sum(D) (read wait per byte: time over
+    bytes), each (N_i, D_i), as values whose mean is R and whose spread is R's: R + (N_i - R
+    D_i) / mean(D), the ratio estimator's linearisation. A sub-window's own N_i / D_i would
+    count one with a few bytes as much as one with many, and its noise with it. None when
+    sum(D) is 0."""
+    total = sum(p[1] for p in parts)
+    if not parts or total <= 0:
+        return None
+    ratio = sum(p[0] for p in parts) / total
+    mean = total / len(parts)
+    return tuple(ratio + (n - ratio * d) / mean for n, d, *_ in parts)
+
+
+def ratio_rse(parts: Sequence[Sequence[float]], seconds: float) -> float | None:
+    """Relative error of sum(N) / sum(D) over a window of `seconds` from its sub-windows (N_i,
+    D_i): their spread widened by Student's t for their number (batch_spread), and the flush
+    lag at the window's ends (flush_lag_rse); None with too few sub-windows to tell a spread
+    (MIN_BATCHES)."""
+    batches = ratio_batches(parts)
+    spread = batch_spread(batches)
+    if batches is None or spread is None:
+        return None
+    return math.hypot(spread, flush_lag_rse(batches, seconds))

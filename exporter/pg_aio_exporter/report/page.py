@@ -167,7 +167,8 @@ def _cell(value: float | None, show: Callable[[float | None], str], path: str) -
 
 
 def _interval(interval: Any) -> str:
-    """A ratio's 90% interval where the report has one (schema 3: workload time)."""
+    """A ratio's 90% interval where the report has one (schema 3: workload time; later, time
+    per byte too)."""
     if isinstance(interval, list) and len(interval) == 2 and None not in interval:
         return units.interval(*interval)
     return ""
@@ -185,16 +186,21 @@ def _key_figures(doc: dict[str, Any]) -> str:
         head = '<tr><th scope="col">whole server</th><th scope="col" class="n">now</th></tr>'
     else:
         figures = comparison["rows"][0]["figures"]
+        shown = [
+            (label, figures[name], f"comparison.rows.0.figures.{name}", show)
+            for label, name, show in FIGURES
+        ]
+        written = comparison["writes"]["write_seconds_per_byte"]
+        path = "comparison.writes.write_seconds_per_byte"
+        shown.append(("buffer write time per MiB", written, path, units.per_mib))
         rows = ""
-        for label, name, show in FIGURES:
-            f = figures[name]
-            path = f"comparison.rows.0.figures.{name}"
+        for label, f, path, show in shown:
             rows += (
                 f'<tr><th scope="row">{esc(label)}</th>'
                 f"{_cell(f['before'], show, path + '.before')}"
                 f"{_cell(f['after'], show, path + '.after')}"
                 f"{_cell(f['ratio'], units.ratio, path + '.ratio')}"
-                "<td></td></tr>"
+                f'<td class="n">{esc(_interval(f.get("interval")))}</td></tr>'
             )
         workload = comparison.get("workload")
         if workload is not None:

@@ -16,6 +16,7 @@ from pg_aio_exporter.collectors.intervals import LabelKey, ReadCounters, WalCoun
 from pg_aio_exporter.collectors.pg_stat_statements import StatementCounters
 from pg_aio_exporter.config import ConfigError, read_text_file
 from pg_aio_exporter.report.document import KIND
+from pg_aio_exporter.report.side import Batches
 from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
 from pg_aio_exporter.report.workload import StatementWindow, Workload
 from pg_aio_exporter.report.written import Checkpoints, Writes
@@ -117,6 +118,13 @@ def workload_from_json(entry: Mapping[str, Any] | None, samples: int) -> Workloa
     )
 
 
+def _batches(entry: Any) -> Batches | None:
+    """A side's sub-windows as saved (side.Batches); None in a report saved before them."""
+    if entry is None:
+        return None
+    return tuple((float(n), float(d), float(t)) for n, d, t in entry)
+
+
 def _floats(counters: Mapping[str, Any]) -> dict[str, float]:
     return {str(k): float(v) for k, v in counters.items()}
 
@@ -141,6 +149,7 @@ def _writes_from_json(block: Mapping[str, Any] | None) -> Writes | None:
         checkpoints=None
         if block.get("checkpoints") is None
         else Checkpoints(**_floats(block["checkpoints"])),
+        batches=_batches(block.get("batches")),
     )
 
 
@@ -191,6 +200,7 @@ def from_json(doc: Mapping[str, Any]) -> Summary:
         ),
         writes=_writes_from_json(doc.get("writes")),
         series=doc.get("series"),  # schema 3
+        read_batches=_batches(doc["reads"].get("batches")),
     )
 
 

@@ -33,7 +33,8 @@ from pg_aio_exporter.config.targets import Target
 from pg_aio_exporter.expose.selfmetrics import SelfMetrics
 from pg_aio_exporter.poll.worker import TargetWorker
 from pg_aio_exporter.report import series
-from pg_aio_exporter.report.margin import batch_means
+from pg_aio_exporter.report.margin import batch_means, join_short
+from pg_aio_exporter.report.side import Batches
 from pg_aio_exporter.report.summary import Activity, ServerFacts, Summary
 from pg_aio_exporter.report.workload import KEPT, StatementWindow, Workload
 from pg_aio_exporter.report.written import Checkpoints, Writes
@@ -169,6 +170,7 @@ class Recorder:
     def writes(self) -> Writes:
         """The window's write side, read and WAL counts alike."""
         return Writes(
+            batches=self.io_batches()[1],
             rows=self.reads.writes,
             seconds=self.reads.seconds,
             timed=self.reads.timed,
@@ -181,6 +183,23 @@ class Recorder:
                 else None
             ),
         )
+
+    def io_batches(self) -> tuple[Batches, Batches]:
+        """Read wait and buffer write time against their bytes, per sub-window between the
+        kept polls joined to at least MIN_BATCH_SECONDS each: the spread behind the intervals
+        of time per byte (side.per_byte). Spans across a reset or restart count nothing, as
+        in the totals."""
+        reads, writes = [], []
+        for before, after in itertools.pairwise(self.series.polls):
+            seconds = after.seconds - before.seconds
+            read, wrote = after.reads, after.writes
+            read_ms = read.read_time_ms - before.reads.read_time_ms
+            write_ms = wrote.write_time_ms - before.writes.write_time_ms
+            reads.append([read_ms / 1000.0, read.read_bytes - before.reads.read_bytes, seconds])
+            writes.append(
+                [write_ms / 1000.0, wrote.write_bytes - before.writes.write_bytes, seconds]
+            )
+        return _batches(reads), _batches(writes)
 
     def failed(self, collector: str, kind: str, message: str) -> None:
         self.failures[collector] = (kind, message)
@@ -195,6 +214,10 @@ MIN_TRANSACTIONS = 10  # below this many in the window, DB time per transaction 
 # Active time's sub-windows are at least this long (seconds): a span of a second or two between
 # polls would be mostly flush lag (a backend adds its counts at most once a second).
 MIN_BATCH_SECONDS = POLL_EVERY / 2
+
+
+def _batches(parts: list[list[float]]) -> Batches:
+    return tuple((n, d, t) for n, d, t in join_short(parts, MIN_BATCH_SECONDS))
 
 
 class WorkloadWindow:
@@ -313,18 +336,12 @@ class WorkloadWindow:
         active time lies between 0 and its round trips' time: half of it is taken out."""
         if not segments or any(g.active is None for _, _, g in segments):
             return None
-        batches: list[list[float]] = []  # [active, own time, transactions, seconds]
+        parts = []  # [active, own time, transactions, seconds] per segment
         for at, until, grown in segments:
             own_time = sum(in_spans(self.own_time, [(at, until)]))
             own = sum(in_spans(self.own, [(at, until)]))
-            part = [grown.active or 0.0, own_time, grown.transactions - own, until - at]
-            if batches and batches[-1][3] < MIN_BATCH_SECONDS:
-                batches[-1] = [a + b for a, b in zip(batches[-1], part, strict=True)]
-            else:
-                batches.append(part)
-        if len(batches) > 1 and batches[-1][3] < MIN_BATCH_SECONDS:
-            last = batches.pop()
-            batches[-1] = [a + b for a, b in zip(batches[-1], last, strict=True)]
+            parts.append([grown.active or 0.0, own_time, grown.transactions - own, until - at])
+        batches = join_short(parts, MIN_BATCH_SECONDS)
         total = sum(b[0] for b in batches)
         own_time = sum(b[1] for b in batches)
         per_transaction = tuple((a - own / 2) / xacts for a, own, xacts, _ in batches if xacts > 0)
@@ -456,4 +473,5 @@ def summarise(
         workload=recorder.statements.workload(absent[1] if absent is not None else None),
         writes=None if pg_stat_io.PgStatIoCollector.name in not_read else recorder.writes(),
         series=series.to_json(recorder.series, facts.settings.get("io_combine_limit_bytes")),
+        read_batches=recorder.io_batches()[0],
     )

@@ -20,7 +20,8 @@ from pg_aio_exporter.collectors.intervals import (
     read_total,
 )
 from pg_aio_exporter.collectors.pg_stat_io import PgStatIoCollector
-from pg_aio_exporter.report.side import Figures, rate
+from pg_aio_exporter.report.margin import Estimate
+from pg_aio_exporter.report.side import Batches, Figures, per_byte, rate
 from pg_aio_exporter.report.workload import Workload
 from pg_aio_exporter.report.written import Writes
 from pg_aio_exporter.versions import PG16, PG18, PG19
@@ -288,6 +289,9 @@ class Summary:
     # The window over time as the JSON has it (report/series.py); None: a saved report of
     # schema 1 or 2
     series: Mapping[str, Any] | None = None
+    # Read wait and bytes per sub-window (side.Batches), the error of read wait per byte;
+    # None: not kept (a report saved before them).
+    read_batches: Batches | None = None
 
     @property
     def duration(self) -> float:
@@ -312,6 +316,10 @@ class Summary:
     @property
     def total(self) -> Reads:
         return Reads(read_total(self.rows), self.read_seconds, self.timed, self.server.block_size)
+
+    def read_estimate(self) -> Estimate | None:
+        """The whole server's read wait per byte with its error (side.per_byte)."""
+        return per_byte(self.total.seconds_per_byte(), self.read_batches, self.read_seconds)
 
     def reading_rows(self) -> list[LabelKey]:
         """The rows that read, most bytes first."""

@@ -10,6 +10,7 @@ from pg_aio_exporter.report import units
 from pg_aio_exporter.report.findings import writes
 from pg_aio_exporter.report.findings.context import Context, Finding
 from pg_aio_exporter.report.margin import MIN_CHANGE
+from pg_aio_exporter.report.side import Regression
 from pg_aio_exporter.report.workload import (
     ACTIVE_TIME,
     STATEMENTS,
@@ -71,35 +72,54 @@ def reads(ctx: Context, found: dict[str, Finding]) -> str:
     before = base.total.figures if base is not None else None
     if base is None or before is None or not before.seconds_per_byte:
         return now + " Run with --baseline FILE to compare with a saved run."
-    ratio = figures.seconds_per_byte / before.seconds_per_byte
+    change = ctx.regression()
+    assert change is not None  # both windows measured a read wait per byte
     against = (
         f" Against the baseline (PostgreSQL {base.server.version}, io_method"
         f" {base.server.io_method_shown}: {units.per_mib(before.seconds_per_byte)},"
         f" {units.size(before.size_bytes)} per read)"
     )
+    return now + against + ": " + _read_change(ctx, change, found) + _throughput(ctx)
+
+
+def _read_change(ctx: Context, change: Regression, found: dict[str, Finding]) -> str:
+    """Read wait per MiB against the baseline's, in words: a direction only where it is claimed
+    (margin.py's rule where the ratio has an interval, side.Regression)."""
     if "read_latency_regression" in found and found["read_latency_regression"].severity == "info":
         workload = ctx.workload()
         claimed = workload is not None and workload.claim == "faster"
-        change = (
-            f"{units.ratio(ratio)} longer wait per MiB, while the workload"
+        return (
+            f"{change.shown} longer wait per MiB, while the workload"
             f" {'ran faster' if claimed else 'was not slower'}: the wait overlapped more, it is"
             " no slowdown."
         )
-    elif "read_latency_regression" in found:
-        change = f"{units.ratio(ratio)} slower per MiB: a read wait regression."
-    elif ratio == 0:
-        change = "no read wait measured now (under track_io_timing's resolution)."
-    elif ratio < 1:
-        change = f"{units.ratio(1 / ratio)} faster per MiB."
-    else:
-        change = (
-            f"{units.ratio(ratio)} slower per MiB, within the"
+    if "read_latency_regression" in found:
+        return f"{change.shown} slower per MiB: a read wait regression."
+    if change.ratio == 0:
+        return "no read wait measured now (under track_io_timing's resolution)."
+    if change.faster:
+        speedup = ""
+        if change.margin is not None:
+            low, high = change.margin.interval
+            speedup = f" ({units.interval(1 / high, 1 / low)})"
+        return f"{units.ratio(1 / change.ratio)}{speedup} faster per MiB."
+    if change.slower:
+        return (
+            f"{change.shown} slower per MiB, within the"
             f" {units.ratio(ctx.thresholds.regression_factor)} a regression needs."
         )
+    undecided = "" if change.margin is None else f", {change.undecided}: no direction claimed"
+    return f"{units.ratio(change.ratio)} the wait per MiB{undecided}."
+
+
+def _throughput(ctx: Context) -> str:
+    base = ctx.baseline
+    assert base is not None
     throughput = base.total.bytes_per_second
     if throughput > 0:
-        change += f" Throughput {units.ratio(total.bytes_per_second / throughput)} the baseline's."
-    return now + against + ": " + change
+        ratio = ctx.summary.total.bytes_per_second / throughput
+        return f" Throughput {units.ratio(ratio)} the baseline's."
+    return ""
 
 
 def storage(ctx: Context, found: dict[str, Finding]) -> str:
@@ -261,9 +281,21 @@ def _basis(ctx: Context, cmp: WorkloadComparison) -> str:
         if cmp.basis == ACTIVE_TIME
         else "DB time per transaction, sampled"
     )
+    return f"{name} ({_why_not_statements(ctx, cmp)})"
+
+
+def _why_not_statements(ctx: Context, cmp: WorkloadComparison) -> str:
+    """Why a comparison by DB time was not made by statements (workload._compare's reasons)."""
     if cmp.matched_share is not None:
-        return f"{name} ({_few_matched(ctx, cmp.matched_share)})"
-    return f"{name} (pg_stat_statements not in both windows)"
+        return f"{_few_matched(ctx, cmp.matched_share)}; so it falls back to DB time"
+    base = ctx.baseline.workload if ctx.baseline is not None else None
+    now = ctx.summary.workload
+    if base is None or now is None or base.statements is None or now.statements is None:
+        return "pg_stat_statements not in both windows"
+    return (
+        "the statements' execution time was under half of DB time in a window: parse, plan,"
+        " commit and round trips took most of it"
+    )
 
 
 def _undecided(cmp: WorkloadComparison) -> str:
@@ -332,10 +364,15 @@ def _against(ctx: Context, cmp: WorkloadComparison) -> str:
 
 def _few_matched(ctx: Context, share: float) -> str:
     least = units.percent(ctx.thresholds.min_matched_statement_share)
+    matched = (
+        "no statement of the baseline's matched one run now, 0% of its statement time"
+        if share == 0
+        else f"the statements both ran took only {units.percent(share)} of the baseline's"
+        " statement time"
+    )
     return (
-        f"the statements both ran took only {units.percent(share)} of the baseline's statement"
-        f" time, under the {least} the statements basis needs: the main queries' texts differ"
-        " between the two"
+        f"{matched}, under the {least} the statements basis needs: the main queries' texts"
+        " differ between the two"
     )
 
 

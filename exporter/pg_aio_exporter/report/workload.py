@@ -18,7 +18,7 @@ other work, so it is no measure of speed across versions or io_methods (docs/rep
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from pg_aio_exporter.collectors.pg_stat_statements import (
@@ -26,7 +26,14 @@ from pg_aio_exporter.collectors.pg_stat_statements import (
     StatementCounters,
     StatementKey,
 )
-from pg_aio_exporter.report.margin import Estimate, Ratio, batch_spread, sampling_rse
+from pg_aio_exporter.report.margin import (
+    STATS_LAG,
+    Estimate,
+    Ratio,
+    batch_spread,
+    flush_lag_rse,
+    sampling_rse,
+)
 from pg_aio_exporter.vocabulary import BLOCK_BYTES, MIB
 
 STATEMENTS = "statements"
@@ -35,31 +42,10 @@ ACTIVE_TIME = "active_time_per_transaction"
 LISTED = 5  # statements named in a finding or in the window's own list
 KEPT = 200  # statements a saved report keeps (the most time first): enough for any mix
 # A backend adds its transactions to pg_stat_database when it goes idle, at most once a second:
-# at either end of the window the counts lag the samples by up to about this (seconds), a
-# uniform error whose difference between the two ends has sd sqrt(2/12) of it.
-STATS_LAG = 1.0
+# at either end of the window the counts lag the samples by up to STATS_LAG, a uniform error
+# whose difference between the two ends has sd sqrt(2/12) of it.
 LAG_SD = STATS_LAG * (2 / 12) ** 0.5
 OWN_SLACK = 2.0  # the report's own transactions, counted to within this many
-
-
-def flush_lag_rse(batches: Sequence[float], seconds: float) -> float:
-    """The relative error that pg_stat_database's flush lag at the window's two ends gives
-    active time per transaction. A backend adds its transactions and its active time to the
-    view together, at most once a second while busy and within 10 s of going idle: at either
-    end each backend's last second of work at most (STATS_LAG) is not yet in the view, missing
-    from the numerator and the denominator alike. The ratio then moves only by how that
-    second's time per transaction differs from the window's: its share of the window
-    (STATS_LAG / seconds) times the spread of one second's figure, taken from the spread of
-    the `batches` (the window's sub-windows, of seconds / len(batches) each) as for
-    independent seconds (sd by the square root of the length); the two ends independent. 0
-    when the batches do not tell a spread (fewer than 2, or no time)."""
-    k = len(batches)
-    mean = sum(batches) / k if k else 0.0
-    if k < 2 or mean <= 0 or seconds <= 0:
-        return 0.0
-    batch_sd = math.sqrt(sum((b - mean) ** 2 for b in batches) / (k - 1)) / mean
-    second_sd = batch_sd * math.sqrt(seconds / k / STATS_LAG)
-    return math.sqrt(2) * STATS_LAG / seconds * second_sd
 
 
 @dataclass(frozen=True)
@@ -483,8 +469,9 @@ def _compare(
         return None
     by_statements = _by_statements(before, after)
     # Statements whose texts differ between the servers (a list of casts one version squashes
-    # and the other does not) leave the trivial ones (SET, max(id)) to stand for the workload.
-    share = by_statements.matched_share if by_statements is not None else None
+    # and the other does not) leave the trivial ones (SET, max(id)) to stand for the workload,
+    # or none at all (a share of 0: no statement to compare by).
+    share = matched_share(before, after)
     refused = share is not None and share < min_matched_share
     basis, then, now, margin = _db_time(before, after)
     if (

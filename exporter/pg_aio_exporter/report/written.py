@@ -18,7 +18,8 @@ from pg_aio_exporter.collectors.intervals import (
     wal_figures,
     write_figures,
 )
-from pg_aio_exporter.report.side import Figures, rate
+from pg_aio_exporter.report.margin import Estimate
+from pg_aio_exporter.report.side import Batches, Figures, per_byte, rate
 from pg_aio_exporter.vocabulary import BUFFER_WRITES
 from pg_aio_exporter.vocabulary import CLIENT_BACKEND as CLIENT
 
@@ -68,6 +69,9 @@ class Writes:
     wal_seconds: float = 0.0
     wal_timed: bool = False  # track_wal_io_timing on throughout
     checkpoints: Checkpoints | None = None  # None: not read, or reset during the window
+    # Buffer write time and bytes per sub-window (side.Batches), the error of write time per
+    # byte; None: not kept (a report saved before them).
+    batches: Batches | None = None
 
     @property
     def total(self) -> WriteCounters:
@@ -106,6 +110,10 @@ class Writes:
         """The figure a side compares with its baseline: buffer write time per byte."""
         write = self.figures().get("write")
         return None if write is None else write.seconds_per_byte
+
+    def estimate(self) -> Estimate | None:
+        """Buffer write time per byte with its error (side.per_byte)."""
+        return per_byte(self.seconds_per_byte(), self.batches, self.seconds)
 
     def named(self) -> Figures:
         """The whole server's figures by name (WRITE_FIGURES), as the comparison shows them."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pg_aio_exporter.report import units
 from pg_aio_exporter.report.findings import reads, writes
 from pg_aio_exporter.report.findings.context import Context, Finding
 
@@ -22,7 +21,7 @@ def _read_side(ctx: Context) -> str | None:
         return None
     if reads.storage_saturated(ctx) is not None:
         return None
-    return f"reads wait {units.ratio(found.ratio)} the baseline's per MiB"
+    return f"reads wait {found.shown} the baseline's per MiB"
 
 
 def _write_side(ctx: Context) -> str | None:
@@ -35,7 +34,7 @@ def _write_side(ctx: Context) -> str | None:
         return None
     if writes.storage_saturated_by_writes(ctx, j) is not None:
         return None
-    return f"buffer writes take {units.ratio(found.ratio)} the baseline's per MiB"
+    return f"buffer writes take {found.shown} the baseline's per MiB"
 
 
 def baseline_not_a_storage_signal(ctx: Context) -> Finding | None:

@@ -83,7 +83,12 @@ class Context:
         """Read wait per byte against the baseline's, when both windows measured waits."""
         if self.baseline is None:
             return None
-        return against(self.seconds_per_byte(), self.baseline.total.seconds_per_byte())
+        return against(
+            self.seconds_per_byte(),
+            self.baseline.total.seconds_per_byte(),
+            self.summary.read_estimate(),
+            self.baseline.read_estimate(),
+        )
 
     def other_regime(self) -> str | None:
         """Why the baseline's time per byte is no storage signal, in words, or None when it is

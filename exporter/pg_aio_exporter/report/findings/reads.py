@@ -11,7 +11,7 @@ from pg_aio_exporter.report import units
 from pg_aio_exporter.report.findings.context import Context, Finding
 from pg_aio_exporter.report.findings.intervals import SlowIntervals, read_intervals
 from pg_aio_exporter.report.findings.pool import pool_busy, pool_queueing, pool_signals
-from pg_aio_exporter.report.side import Regression
+from pg_aio_exporter.report.side import Regression, interval_json
 from pg_aio_exporter.report.workload import WorkloadComparison
 
 
@@ -161,7 +161,7 @@ def storage_saturated(ctx: Context) -> Finding | None:
         # The alert's test, with the baseline file in place of the target's own median within
         # the regime (another one is left out: baseline.py).
         evidence |= {"baseline_seconds_per_byte": found.before, "latency_factor": t.latency_factor}
-        signals.append(f"{units.ratio(found.ratio)} the baseline's wait per MiB")
+        signals.append(f"{found.shown} the baseline's wait per MiB")
     at_limit = _at_volume_limit(ctx)
     if at_limit is not None:
         evidence |= {"volume_max_ops": t.volume_max_ops, "volume_max_bytes": t.volume_max_bytes}
@@ -215,7 +215,7 @@ def read_latency_regression(ctx: Context) -> Finding | None:
             " io_method = 'sync' (or io_uring, where available; restart) and compare again."
         )
     summary = (
-        f"Reads wait {units.ratio(found.ratio)} longer per byte than in the baseline:"
+        f"Reads wait {found.shown} longer per byte than in the baseline:"
         f" {units.per_mib(found.now)} against {units.per_mib(found.before)}."
     )
     if workload is not None and workload.claim is None:
@@ -244,6 +244,7 @@ def _regression_evidence(
         "seconds_per_byte": found.now,
         "baseline_seconds_per_byte": found.before,
         "ratio": found.ratio,
+        "interval": interval_json(found.margin),
         "factor": factor,
         "reads_per_second": ctx.reads_per_second,
         "workload_time_ratio": workload.time_ratio if workload is not None else None,
@@ -278,7 +279,7 @@ def _faster_despite_read_wait(
     return Finding(
         "read_latency_regression",
         "info",  # whatever the alert's severity: this explains a change, there is nothing to fix
-        f"Reads wait {units.ratio(found.ratio)} longer per byte than in the baseline, yet the"
+        f"Reads wait {found.shown} longer per byte than in the baseline, yet the"
         f" workload {_not_slower(workload)}: {why}.",
         _regression_evidence(ctx, found, ctx.thresholds.regression_factor, workload),
         "Nothing to fix: judge by workload time. The wait per MiB explains where time goes;"

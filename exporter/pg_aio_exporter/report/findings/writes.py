@@ -14,7 +14,7 @@ from typing import Any
 from pg_aio_exporter.report import units
 from pg_aio_exporter.report.findings.context import Context, Finding, class_words
 from pg_aio_exporter.report.findings.intervals import SlowIntervals, sync_intervals
-from pg_aio_exporter.report.side import Regression, against
+from pg_aio_exporter.report.side import Regression, against, interval_json
 from pg_aio_exporter.report.summary import Activity
 from pg_aio_exporter.report.written import Writes
 from pg_aio_exporter.thresholds import WriteThresholds
@@ -121,7 +121,11 @@ def judged(ctx: Context) -> Judged | None:
 def write_regression(ctx: Context, j: Judged) -> Regression | None:
     """Buffer write time per byte against the baseline's, when both were judged."""
     base = ctx.baseline.writes if ctx.baseline is not None else None
-    return against(j.write_per_byte(), base.seconds_per_byte() if base is not None else None)
+    if base is None:
+        return None
+    return against(
+        j.write_per_byte(), base.seconds_per_byte(), j.writes.estimate(), base.estimate()
+    )
 
 
 def _checkpoint_advice(writes: Writes) -> str:
@@ -199,12 +203,13 @@ def write_latency_regression(ctx: Context, j: Judged) -> Finding | None:
     return Finding(
         "write_latency_regression",
         ctx.severity("PgAioWriteLatencyRegression"),
-        f"Buffer writes take {units.ratio(found.ratio)} longer per byte than in the baseline:"
+        f"Buffer writes take {found.shown} longer per byte than in the baseline:"
         f" {units.per_mib(found.now)} against {units.per_mib(found.before)}.",
         {
             "seconds_per_byte": found.now,
             "baseline_seconds_per_byte": found.before,
             "ratio": found.ratio,
+            "interval": interval_json(found.margin),
             "factor": j.t.regression_factor,
             "writes_per_second": j.writes.per_second(j.writes.total.writes),
         },
@@ -273,7 +278,7 @@ def storage_saturated_by_writes(ctx: Context, j: Judged) -> Finding | None:
     # Within the regime only, as the rules (baseline.py says why it left another out).
     found = write_regression(ctx, j) if ctx.other_regime() is None else None
     if found is not None and found.saturating(j.t.baseline):
-        signals.append(f"buffer writes take {units.ratio(found.ratio)} the baseline's per MiB")
+        signals.append(f"buffer writes take {found.shown} the baseline's per MiB")
         evidence |= {"seconds_per_byte": found.now, "baseline_seconds_per_byte": found.before}
     sampled = j.sampled_sync_latency()
     if sampled is not None and sampled > j.t.max_seconds_per_sync:
