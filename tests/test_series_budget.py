@@ -65,6 +65,7 @@ def test_one_target_under_load_stays_within_the_budget_and_below_postgres_export
         ours.stop()
     total, peers = sum(got.values()), sum(theirs.values())
     largest = ", ".join(f"{name} {n}" for name, n in got.most_common(8))
+    print(f"[series budget] ours {total}, postgres_exporter {peers}; largest: {largest}")
     # The load reached pg_stat_io: the count is that of a working server, not an idle one.
     assert got["pg_stat_io_reads_total"] >= 3 and got["pg_aio_read_latency_seconds"] >= 1, largest
     assert total <= BUDGET, f"{total} series (budget {BUDGET}, peer {peers}); largest: {largest}"
