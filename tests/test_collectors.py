@@ -147,12 +147,27 @@ def key(row: dict[str, Any], **extra: str) -> frozenset[tuple[str, str]]:
 # -- pg_stat_io ----------------------------------------------------------------------------
 
 
+# The recorded pg_stat_io columns that are no counter of a row.
+NOT_COUNTERS = {"backend_type", "object", "context"} | {
+    "stats_reset",
+    "track_io_timing",
+    "block_size",
+    "start_time",
+}
+
+
 @pytest.mark.parametrize("major", recorded.MAJORS)
 def test_pg_stat_io_counters_are_the_rows_in_base_units(major: str) -> None:
     _, rows = polls(major, "pg_stat_io")
     got = poll(registry.POLL["pg_stat_io"](), rows)
-    checked = 0
+    checked = idle = 0
     for row in rows:
+        if not any(
+            v for k, v in row.items() if k not in NOT_COUNTERS
+        ):  # idle since the reset: no series at all (16 zeros saved)
+            assert all(key(row) not in series for series in got.values()), key(row)
+            idle += 1
+            continue
         for column, metric in (
             ("reads", "pg_stat_io_reads_total"),
             ("read_bytes", "pg_stat_io_read_bytes_total"),
@@ -167,7 +182,8 @@ def test_pg_stat_io_counters_are_the_rows_in_base_units(major: str) -> None:
         if row["read_time"] is not None:
             seconds = got["pg_stat_io_read_time_seconds_total"][key(row)]
             assert seconds == pytest.approx(row["read_time"] / 1000, rel=1e-12)
-    assert checked > 40
+    assert checked > 20
+    assert idle > 20  # the recorded servers, like any, leave most rows idle
 
 
 @pytest.mark.parametrize("major", ["16", "17"])

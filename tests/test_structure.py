@@ -69,6 +69,46 @@ def without_families(body: bytes, names: frozenset[str]) -> bytes:
     return b"".join(kept)
 
 
+def by_family(body: bytes) -> dict[bytes, bytes]:
+    """The exposition's text of each family (HELP, TYPE and samples, byte for byte) by name."""
+    out: dict[bytes, bytes] = {}
+    name = b""
+    for line in body.splitlines(keepends=True):
+        if line.startswith(b"# HELP "):
+            name = line.split()[2]
+        out[name] = out.get(name, b"") + line
+    return out
+
+
+def without_idle_rows(body: bytes) -> bytes:
+    """The exposition without the pg_stat_io rows whose every counter is 0, which the reference
+    rendered and the collector leaves out since issue 46 (a family left with no row goes whole;
+    test_collectors.py checks the rows that stay, and that the idle ones are gone)."""
+    lines = body.splitlines(keepends=True)
+
+    def row(line: bytes) -> bytes | None:
+        """The labels of a pg_stat_io counter's sample, None for any other line."""
+        name, _, rest = line.partition(b"{")
+        is_counter = name.startswith(b"pg_stat_io_") and name.endswith(b"_total")
+        return rest.rpartition(b"}")[0] if is_counter else None
+
+    active: set[bytes] = set()
+    for line in lines:
+        if (labels := row(line)) is not None and float(line.rsplit(b" ", 1)[1]) != 0:
+            active.add(labels)
+    kept = [line for line in lines if row(line) in (None, *active)]
+    # HELP and TYPE of a family whose every row went: its next kept line is no sample of it.
+    out = []
+    for i, line in enumerate(kept):
+        if line.startswith((b"# HELP ", b"# TYPE ")):
+            name = line.split()[2]
+            following = kept[i + 1 : i + 3]
+            if not any(f.startswith(name + b"{") or f.startswith(name + b" ") for f in following):
+                continue
+        out.append(line)
+    return b"".join(out)
+
+
 # The servers whose rows have a reference rendered by the code before the restructure: 19 was
 # recorded later (its rows are checked against their expected values in test_collectors.py).
 REFERENCED = ("16", "17", "18")
@@ -79,11 +119,15 @@ def test_recorded_state_renders_the_reference_bytes(major: str) -> None:
     """tests/fixtures/exposition/pgNN.prom was rendered from the same rows by the code before
     the restructure (commit e8cc035's collectors, sampler and exposition); what was added since
     is compared apart."""
-    reference = (recorded.FIXTURES / "exposition" / f"pg{major}.prom").read_bytes()
+    reference = without_idle_rows(
+        (recorded.FIXTURES / "exposition" / f"pg{major}.prom").read_bytes()
+    )
     body = recorded.replay(major)
     changed = CHANGED_SINCE_REFERENCE
-    assert without_families(body, ADDED_SINCE_REFERENCE | changed) == without_families(
-        reference, changed
+    # By family: a family's place follows the first row that has its column, and that row can
+    # be an idle one, left out since issue 46 (pg_stat_io_fsyncs_total on 16).
+    assert by_family(without_families(body, ADDED_SINCE_REFERENCE | changed)) == by_family(
+        without_families(reference, changed)
     )
 
     def names(text: bytes) -> set[str]:

@@ -48,10 +48,15 @@ class Counter:
         if value is not None:
             out.counter(self.metric, self.doc, value * self.scale, **labels)
 
-    def publish_from(self, row: object, out: MetricSet, **labels: str) -> None:
-        """The counter from its field of `row` (tests/test_collectors.py checks that every
+    def value(self, row: object) -> float | None:
+        """The counter's field of `row`, as read (tests/test_collectors.py checks that every
         counter's column is a field of its collector's row type)."""
-        self.publish(getattr(row, self.column), out, **labels)
+        value: float | None = getattr(row, self.column)
+        return value
+
+    def publish_from(self, row: object, out: MetricSet, **labels: str) -> None:
+        """The counter from its field of `row`."""
+        self.publish(self.value(row), out, **labels)
 
 
 def select(counters: Iterable[Counter], version_num: int) -> str:

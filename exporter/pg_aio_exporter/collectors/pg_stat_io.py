@@ -138,6 +138,8 @@ class PgStatIoCollector:
 
     def collect(self, rows: list[IoRow], out: MetricSet) -> None:
         for row in rows:
+            if not active(row):
+                continue
             labels = {
                 "backend_type": row.backend_type,
                 "object": row.object,
@@ -189,6 +191,16 @@ class PgStatIoCollector:
                 )
         collect_write_gauges(interval_writes(self._previous, snapshot), out)
         self._previous = snapshot
+
+
+def active(row: IoRow) -> bool:
+    """Whether the row counted anything since pg_stat_io was last reset. Most rows never do on
+    a given server (backend types that never read, contexts that never occur): 16 zeros each,
+    the bulk of a target's series. Leaving them out changes no sum the rules or panels take
+    (a row's rate is 0 until it counts); a row that starts counting later appears then, and
+    rate() misses the increase of its first poll, as it does for every row when the exporter
+    starts (docs/metrics.md)."""
+    return any(counter.value(row) for counter in COUNTERS)
 
 
 # What each write operation is, for the help text of its gauges.
