@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,13 @@ from alertstack import WINDOW, Stack, alert_stacks, short_rules
 from harness import labels, scanning, set_io_workers, wait_for
 from pg_aio_exporter.demo.server import LocalServer
 from pg_aio_exporter.demo.workload import TABLE, create_table
-from pgbench_judge import faster_by_alternating_runs, scans_per_second, serial_scans
+from pgbench_judge import (
+    faster_by_alternating_runs,
+    median_pair_ratio,
+    parse_pgbench,
+    scans_per_second,
+    serial_scans,
+)
 from slowread import ONE_IO_WORKER, SlowReads
 from test_report import findings, report_json
 from victoriametrics import ENGINE, engine_id
@@ -46,6 +53,12 @@ PAIRS = 2  # pgbench runs with one worker and more, alternating: 1, n, 1, n
 # pgbench's verdict "a bigger pool makes the scans faster": the suggested pool's scans per
 # second over one worker's, above this (docs/alerts.md has the figures of both loads).
 FASTER = 1.4
+# ... and "it does not": at most this. One read stream measured 1.2x with four workers on a
+# quiet machine (docs/alerts.md), so a bound below that would leave its true answer undecided.
+NOT_FASTER = 1.25
+# The one-table load that the report and the alert watch: the report's 15 s, and the alert
+# from the 15th second (its window then holds only this load) to the end.
+WATCHED_SECONDS = 25
 QUEUED = f"pg_aio:io_worker_queued_ios:rate{WINDOW}"
 # The engines on the one exporter: Prometheus 2 in `make test`, VictoriaMetrics beside it in
 # `make test-vm-e2e` (marker vm_e2e).
@@ -207,44 +220,88 @@ def test_a_pool_that_reads_queue_for_alerts_and_its_suggested_size_is_faster(
     assert faster > FASTER
 
 
-# Its premise needs CPU for all four sessions at once: in `make test`'s parallel run (load 12,
-# 2026-11-27 CI) their synchronized scans fell out of step into several read streams, which do
-# queue, and the report rightly found the pool short. `make test-quiet` runs it on a machine
-# left to it (docs/alerts.md).
-@pytest.mark.quiet_host
-def test_one_read_stream_keeps_the_pool_busy_but_neither_alerts_nor_finds(
+def test_one_table_the_report_and_the_alert_agree_with_pgbench_on_a_bigger_pool(
     stack: WorkerStack,
 ) -> None:
-    """io_workers = 1, four sessions scanning one table at 1 ms reads (synchronized scans: one
-    read stream): the worker is busy and the sessions wait on AioIoCompletion, yet nothing
-    queues for it: no alert, no finding, and four workers do not make pgbench faster."""
+    """io_workers = 1, four sessions scanning one table at 1 ms reads. Synchronized scans make
+    one read stream: the worker is busy, nothing queues for it, and four workers do not make
+    pgbench faster; but sessions short of a CPU fall out of step into several streams, which do
+    queue, and then four workers are faster (docs/alerts.md). So the test does not assume which
+    load it got: pgbench judges, and the report and the alert must agree with it.
+
+    Faster (the median of the pairs' ratios above FASTER): the report's pool finding, and the
+    alert pending or firing in the watch (the own-table case pends 7-20 s after its load
+    starts, the watch runs from 15 s to WATCHED_SECONDS). Not faster (below NOT_FASTER):
+    neither. Between the bounds pgbench has not decided: one more pair, and then the three
+    pairs' median on either side of the bounds' middle."""
     server = stack.alerts[0].server
-    # The window holds none of the previous case's load (its one-worker runs queue 2 I/Os).
+    script = stack.scripts / "one.sql"
+    # The own-table case leaves its alert on: the watch must not see the load before this one.
     wait_for(lambda: not any(pool_alerts(stack).values()), 120, "no pool alert", every=1)
-    time.sleep(POOL_QUIET_SECONDS)
     set_io_workers(server, 1)
     stack.slow.set_delay(QUEUE_DELAY_US)
-    load = serial_scans(server.dsn(), stack.scripts / "one.sql", CLIENTS, 600)
-    queued: list[float | None] = []
     try:
-        doc, _ = report_json("--dsn", server.dsn(), "--duration", "15s")
-        for _ in range(POOL_QUIET_SECONDS):  # the alert window (15 s) filled with the load
-            for alerts in stack.alerts:
-                assert POOL_ALERT not in alerts.firing(), (alerts.name, alerts.value(QUEUED))
-            queued.append(stack.alerts[0].value(QUEUED))
-            time.sleep(1)
-    finally:
-        load.terminate()
-        load.communicate(timeout=60)
-    try:
-        assert "io_worker_pool_saturated" not in findings(doc), doc["findings"]
-        faster, runs = speedup(server, stack.scripts / "one.sql", 4)
+        # The watched run is the judgement's first one-worker run: the load as the report
+        # and the alert saw it. A one-worker run after four workers may be another (four
+        # sessions back in step; docs/alerts.md).
+        doc, states, queued, watched = watch_one_table(stack, script)
+        runs = [watched, *(scans_per_second_with(server, script, n) for n in (4, 1, 4))]
+        faster = median_pair_ratio(runs)
+        if NOT_FASTER <= faster <= FASTER:
+            runs += [scans_per_second_with(server, script, n) for n in (1, 4)]
+            faster = median_pair_ratio(runs)
+            verdict = faster > (NOT_FASTER + FASTER) / 2
+            branch = "undecided after two pairs: three pairs' median against the middle"
+        else:
+            verdict = faster > FASTER
+            branch = "two pairs"
     finally:
         stack.slow.set_delay(0)
         set_io_workers(server, None)
-    print(
-        f"\none table: io worker busy {doc['activity']['io_worker_utilization']:.2f}, I/Os"
-        f" queued each second after the report {queued},"
-        f" scans/s with 1 and 4 workers {runs} ({faster:.2f}x)"
+    found = findings(doc).get("io_worker_pool_saturated")
+    activity = doc["activity"]
+    # The queue (SUBMITTED beyond the busy worker) is the finding's evidence; without it, the
+    # I/Os submitted on average, the busy worker's among them.
+    submitted = sum(f["average"] for f in activity["in_flight"] if f["state"] == "SUBMITTED")
+    queue = (
+        f"{found['evidence']['queued_ios']:.2f} queued" if found else f"{submitted:.2f} submitted"
     )
-    assert faster < FASTER
+    print(
+        f"\none table: pgbench {'faster' if verdict else 'not faster'} with 4 workers"
+        f" ({branch}): {faster:.2f}x, scans/s {[round(r, 2) for r in runs]};"
+        f" report: io worker busy {activity['io_worker_utilization']:.2f}, {queue},"
+        f" pool finding {found is not None}; the alert in {len(queued)} s of watch {states},"
+        f" the rule's queue {[None if q is None else round(q, 2) for q in queued]}"
+    )
+    if verdict:
+        assert found is not None, doc["findings"]
+        assert all(states.values()), states
+    else:
+        assert found is None, found
+        assert not any(states.values()), (states, queued)
+
+
+def watch_one_table(
+    stack: WorkerStack, script: Path
+) -> tuple[dict[str, Any], dict[str, set[str]], list[float | None], float]:
+    """The one-table load for WATCHED_SECONDS: the report of its first 15 s and, beside it
+    from the 15th second (the alert's window then holds only this load), the pool alert's
+    states on each engine and the rule's queue each second; and pgbench's scans per second."""
+    dsn = stack.alerts[0].server.dsn()
+    load = serial_scans(dsn, script, CLIENTS, WATCHED_SECONDS)
+    states: dict[str, set[str]] = {s.name: set() for s in stack.alerts}
+    queued: list[float | None] = []
+    try:
+        with ThreadPoolExecutor(1) as background:
+            report = background.submit(report_json, "--dsn", dsn, "--duration", "15s")
+            time.sleep(15)
+            while load.poll() is None:
+                for name, seen in pool_alerts(stack).items():
+                    states[name].update(seen)
+                queued.append(stack.alerts[0].value(QUEUED))
+                time.sleep(1)
+            doc, _ = report.result()
+    finally:
+        out, err = load.communicate(timeout=WATCHED_SECONDS + 60)
+    assert load.returncode == 0, out + err
+    return doc, states, queued, parse_pgbench(out).tps
