@@ -6,9 +6,10 @@ windows (alertstack.py), pgbench the judge of whether a bigger pool helps:
 - one worker, four sessions each scanning its own table at 1 ms reads: reads queue for the
   worker, the alert pends and the report finds the pool too small, and its suggested size
   makes pgbench's scans faster;
-- one worker, four sessions scanning one table (synchronized scans: one read stream): the
-  worker is as busy, nothing queues, neither the alert nor the finding, and pgbench shows four
-  workers do not make it faster.
+- one worker, four sessions scanning one table: synchronized scans make one read stream that
+  keeps the worker as busy with nothing queued, but sessions short of a CPU fall out of step
+  into several streams, which queue; pgbench judges whether four workers make the load the
+  report and the alert watched faster, and they must agree with it.
 One server and one Prometheus for all (about 4 minutes on an idle machine). `make test-vm-e2e`
 runs them with VictoriaMetrics and vmalert beside Prometheus 2 on the same exporter (the pool
 alert on VictoriaMetrics is in `make test` by test_alerts_e2e.py's storage scenario; a second
