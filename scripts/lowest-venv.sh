@@ -13,7 +13,10 @@ set -euo pipefail
 dest=$1
 python=${PYTHON:-python3}
 cache=$HOME/.cache/pg_aio_exporter
-key=$(cat pyproject.toml scripts/lowest_constraints.py | sha256sum | cut -c1-12)
+# Keyed by what is installed, not by all of pyproject.toml: a marker's text or a tool's setting
+# there would otherwise cost CI the minutes of a new install.
+key=$( ("$python" scripts/lowest_constraints.py; "$python" scripts/lowest_constraints.py --requirements) \
+    | sha256sum | cut -c1-12)
 deps=$cache/lowest-venv-$key
 site_packages='import sysconfig; print(sysconfig.get_paths()["purelib"])'
 
