@@ -167,10 +167,11 @@ class Recorder:
             **self.totals,
         )
 
-    def writes(self) -> Writes:
-        """The window's write side, read and WAL counts alike."""
+    def writes(self, batches: Batches) -> Writes:
+        """The window's write side, read and WAL counts alike; `batches`: its write time and
+        bytes per sub-window (io_batches)."""
         return Writes(
-            batches=self.io_batches()[1],
+            batches=batches,
             rows=self.reads.writes,
             seconds=self.reads.seconds,
             timed=self.reads.timed,
@@ -451,6 +452,7 @@ def summarise(
         unseen.append("pg_stat_io: needs PostgreSQL 16 or newer: no read figures")
     watched = recorder.activity(sample_interval)
     not_read = recorder.not_read()
+    read_batches, write_batches = recorder.io_batches()
     absent = recorder.failures.get(pg_stat_statements.PgStatStatementsCollector.name)
     if recorder.statements.hidden:
         unseen.append(
@@ -471,7 +473,11 @@ def summarise(
         not_visible=tuple(unseen),
         not_read=not_read,
         workload=recorder.statements.workload(absent[1] if absent is not None else None),
-        writes=None if pg_stat_io.PgStatIoCollector.name in not_read else recorder.writes(),
+        writes=(
+            None
+            if pg_stat_io.PgStatIoCollector.name in not_read
+            else recorder.writes(write_batches)
+        ),
         series=series.to_json(recorder.series, facts.settings.get("io_combine_limit_bytes")),
-        read_batches=recorder.io_batches()[0],
+        read_batches=read_batches,
     )
