@@ -90,11 +90,5 @@ def faster_by_alternating_runs(
     runs: list[float] = []
     for _ in range(pairs):
         runs += [base(), candidate()]
-    return median_pair_ratio(runs), runs
-
-
-def median_pair_ratio(runs: list[float]) -> float:
-    """faster_by_alternating_runs' verdict on rates already measured in its order (base,
-    candidate, base, ...), for a caller whose first base run is a load it also watched."""
     ratios = [after / before for before, after in zip(runs[::2], runs[1::2], strict=True)]
-    return statistics.median(ratios)
+    return statistics.median(ratios), runs
