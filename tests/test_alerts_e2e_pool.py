@@ -9,8 +9,9 @@ windows (alertstack.py), pgbench the judge of whether a bigger pool helps:
 - one worker, four sessions scanning one table (synchronized scans: one read stream): the
   worker is as busy, nothing queues, neither the alert nor the finding, and pgbench shows four
   workers do not make it faster.
-One server and one Prometheus for all (about 4 minutes on an idle machine). `make test-vm-e2e`
-runs them with VictoriaMetrics and vmalert beside Prometheus 2 on the same exporter (the pool
+One server and one Prometheus for all (about 4 minutes on an idle machine); `make test` runs the
+one-table case after its parallel run, alone (its premise needs a CPU for each of the four
+sessions). `make test-vm-e2e` runs the two others with VictoriaMetrics and vmalert beside Prometheus 2 on the same exporter (the pool
 alert on VictoriaMetrics is in `make test` by test_alerts_e2e.py's storage scenario; a second
 engine here costs CPU that `make test` has no room for)."""
 
@@ -209,8 +210,8 @@ def test_a_pool_that_reads_queue_for_alerts_and_its_suggested_size_is_faster(
 
 # Its premise needs CPU for all four sessions at once: in `make test`'s parallel run (load 12,
 # 2026-11-27 CI) their synchronized scans fell out of step into several read streams, which do
-# queue, and the report rightly found the pool short. `make test-quiet` runs it on a machine
-# left to it (docs/alerts.md).
+# queue, and the report rightly found the pool short. `make test` runs it after the parallel
+# run, alone (docs/alerts.md).
 @pytest.mark.quiet_host
 def test_one_read_stream_keeps_the_pool_busy_but_neither_alerts_nor_finds(
     stack: WorkerStack,
