@@ -11,9 +11,10 @@ windows (alertstack.py), pgbench the judge of whether a bigger pool helps:
   workers do not make it faster.
 One server and one Prometheus for all (about 4 minutes on an idle machine); `make test` runs the
 one-table case after its parallel run, alone (its premise needs a CPU for each of the four
-sessions). `make test-vm-e2e` runs the two others with VictoriaMetrics and vmalert beside Prometheus 2 on the same exporter (the pool
-alert on VictoriaMetrics is in `make test` by test_alerts_e2e.py's storage scenario; a second
-engine here costs CPU that `make test` has no room for)."""
+sessions). `make test-vm-e2e` runs the two others with VictoriaMetrics and vmalert beside
+Prometheus 2 on the same exporter (the pool alert on VictoriaMetrics is in `make test` by
+test_alerts_e2e.py's storage scenario; a second engine here costs CPU that `make test` has no
+room for)."""
 
 from __future__ import annotations
 
