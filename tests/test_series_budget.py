@@ -8,10 +8,11 @@ import subprocess
 from collections import Counter
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from conftest import SMALL_BUFFERS
-from harness import Exporter
+from harness import Exporter, Samples
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir
 from postgres_exporter import PostgresExporter
 
@@ -31,6 +32,21 @@ def series(text: str) -> Counter[str]:
             name = line.split("{", 1)[0].split(" ", 1)[0]
             names[name.removesuffix("_bucket").removesuffix("_sum").removesuffix("_count")] += 1
     return names
+
+
+# pg_stat_io's columns that are not counters: the row's labels and its reset time.
+LABEL_COLUMNS = ("backend_type", "object", "context", "stats_reset")
+
+
+def per_row(scraped: Samples) -> Counter[tuple[str, str, str]]:
+    """pg_stat_io counter series per row (backend_type, object, context)."""
+    rows: Counter[tuple[str, str, str]] = Counter()
+    for name, by_labels in scraped.items():
+        if name.startswith("pg_stat_io_") and name.endswith("_total"):
+            for labels in by_labels:
+                found = dict(labels)
+                rows[found["backend_type"], found["object"], found["context"]] += 1
+    return rows
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +86,45 @@ def test_one_target_under_load_stays_within_the_budget_and_below_postgres_export
     assert got["pg_stat_io_reads_total"] >= 3 and got["pg_aio_read_latency_seconds"] >= 1, largest
     assert total <= BUDGET, f"{total} series (budget {BUDGET}, peer {peers}); largest: {largest}"
     assert total <= peers, f"{total} series, postgres_exporter {peers}; largest: {largest}"
+
+
+def test_the_idle_rows_flag_serves_the_full_raw_view(server: LocalServer) -> None:
+    """--collector.pg_stat_io.idle_rows: every row of pg_stat_io, also those that never
+    counted, with one counter series per non-NULL cell, as the view has them; by default the
+    rows that never counted are left out (a row may wake between the view's reads here and the
+    polls: counting in the first read, it is served; idle in the last, it is not)."""
+    before = io_cells(server)
+    full = Exporter("--dsn", server.dsn(), "--collector.pg_stat_io.idle_rows")
+    default = Exporter("--dsn", server.dsn())
+    try:
+        served_full, served_default = per_row(full.wait_poll()), per_row(default.wait_poll())
+    finally:
+        full.stop()
+        default.stop()
+    after = io_cells(server)
+    print(
+        f"[idle rows] {len(after)} rows, {sum(not c for c, _ in after.values())} idle; counter"
+        f" series: full view {sum(served_full.values())}, default {sum(served_default.values())}"
+    )
+    assert served_full == {row: cells for row, (_, cells) in after.items()}
+    counting = {row for row, (active, _) in before.items() if active}
+    idle = {row for row, (active, _) in after.items() if not active}
+    assert idle, "a server has rows that never counted (e.g. walsender's)"
+    assert counting <= set(served_default), counting - set(served_default)
+    assert not idle & set(served_default), idle & set(served_default)
+
+
+def io_cells(server: LocalServer) -> dict[tuple[str, str, str], tuple[bool, int]]:
+    """pg_stat_io's rows: whether each has counted anything, and its non-NULL counter cells."""
+    with psycopg.connect(server.dsn()) as conn:
+        cursor = conn.execute("SELECT * FROM pg_stat_io")
+        columns = [d.name for d in cursor.description or []]
+        rows = cursor.fetchall()
+    counters = [i for i, c in enumerate(columns) if c not in LABEL_COLUMNS]
+    return {
+        (row[0], row[1], row[2]): (
+            any(row[i] for i in counters),
+            sum(row[i] is not None for i in counters),
+        )
+        for row in rows
+    }

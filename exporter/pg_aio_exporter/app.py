@@ -44,6 +44,7 @@ class Options:
     # Names of the enabled collectors (collectors/registry.py); a sample_interval of 0 turns
     # every sample collector off.
     collectors: frozenset[str] = field(default_factory=lambda: frozenset(registry.names()))
+    idle_io_rows: bool = False  # pg_stat_io's rows that never counted too (the full raw view)
     health_listen: tuple[str, int] | None = None  # a plain /healthz listener of its own
     # SIGHUP and POST /-/reload read the files again (None: the targets came from --dsn, no
     # web config). Off, SIGHUP is left to the caller: the demo ends on it (a closed terminal).
@@ -160,6 +161,9 @@ class Fleet:
             sample_interval=options.sample_interval,
             timeout=options.timeout,
             collectors=options.collectors,
+            poll_collectors=registry.poll_collectors(
+                options.collectors, idle_io_rows=options.idle_io_rows
+            ),
         )
         task = asyncio.create_task(
             supervise(

@@ -115,8 +115,11 @@ class PgStatIoCollector:
     since = PG16
     row_type = IoRow
 
-    def __init__(self) -> None:
+    def __init__(self, *, idle_rows: bool = False) -> None:
+        """`idle_rows`: every row of the view, also those that never counted (the full raw
+        view, --collector.pg_stat_io.idle_rows; see active())."""
         self._previous: Snapshot | None = None
+        self._idle_rows = idle_rows
 
     def query(self, version_num: int) -> str | None:
         if version_num < self.since:
@@ -138,7 +141,7 @@ class PgStatIoCollector:
 
     def collect(self, rows: list[IoRow], out: MetricSet) -> None:
         for row in rows:
-            if not active(row):
+            if not (self._idle_rows or active(row)):
                 continue
             labels = {
                 "backend_type": row.backend_type,

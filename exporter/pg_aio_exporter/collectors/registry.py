@@ -55,9 +55,17 @@ def names() -> list[str]:
     return [*POLL, *SAMPLE]
 
 
-def poll_collectors(enabled: Collection[str] | None = None) -> list[PollCollector[Any]]:
-    """New poll collectors, all of them or those named in `enabled`."""
-    return [create() for name, create in POLL.items() if enabled is None or name in enabled]
+def poll_collectors(
+    enabled: Collection[str] | None = None, *, idle_io_rows: bool = False
+) -> list[PollCollector[Any]]:
+    """New poll collectors, all of them or those named in `enabled`; `idle_io_rows`: pg_stat_io
+    with the rows that never counted (--collector.pg_stat_io.idle_rows)."""
+    chosen = POLL | {
+        pg_stat_io.PgStatIoCollector.name: functools.partial(
+            pg_stat_io.PgStatIoCollector, idle_rows=idle_io_rows
+        )
+    }
+    return [create() for name, create in chosen.items() if enabled is None or name in enabled]
 
 
 def report_collectors() -> list[PollCollector[Any]]:
