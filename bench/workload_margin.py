@@ -2,7 +2,8 @@
 
 The servers and workloads of tests/test_workload_time.py (a 32 MB table, shared_buffers 16 MB,
 pg_stat_statements loaded; scans by 2 clients, index probes by 4 on storage answering each read
-in 0.3 ms), plus light OLTP: 2 clients at a fixed rate (`pgbench -R`) looking up one row each.
+in 0.3 ms), plus light OLTP: 2 clients at a fixed rate (`pgbench -R`) looking up one row each,
+and TPC-B: pgbench's own transaction (scale 2), 3 clients in a closed loop.
 Every workload runs --pairs times on each server under pgbench while `report --save` watches the
 same seconds. Pairs (the i-th run of each side), by statements and by DB time per transaction
 (the same windows without their statements, as a server without pg_stat_statements reports):
@@ -20,7 +21,8 @@ the report claims faster or slower where pgbench moved less than the margin or t
 the median half-width. Prints one markdown
 table (docs/report.md keeps the last one) and writes every pair to --out as JSON lines.
 
-Usage: python bench/workload_margin.py [--pairs 10] [--seconds 10] [--cases scan,probe,light]
+Usage: python bench/workload_margin.py [--pairs 10] [--seconds 10] [--cases scan,probe,light,tpcb]
+    [--sides "17,18 worker,18 slow reads,18 sync"] [--probe-clients 4]
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,15 +57,46 @@ wt.SCRIPTS["light"] = (
 )
 wt.RATES["light"] = LIGHT_RATE
 wt.READ_US["light"] = wt.PROBE_READ_US
+# pgbench's built-in tpcb-like transaction, written out: a -f script gets no :scale.
+TPCB_SCALE = 2
+wt.SCRIPTS["tpcb"] = (
+    f"\\set aid random(1, {100000 * TPCB_SCALE})\n"
+    f"\\set bid random(1, {TPCB_SCALE})\n"
+    f"\\set tid random(1, {10 * TPCB_SCALE})\n"
+    "\\set delta random(-5000, 5000)\n"
+    "BEGIN;\n"
+    "UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;\n"
+    "SELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n"
+    "UPDATE pgbench_tellers SET tbalance = tbalance + :delta WHERE tid = :tid;\n"
+    "UPDATE pgbench_branches SET bbalance = bbalance + :delta WHERE bid = :bid;\n"
+    "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime)"
+    " VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);\n"
+    "END;\n",
+    3,
+    "100ms",  # thousands of short transactions, as the probes
+)
+wt.READ_US["tpcb"] = 0
+SIDES = ("17", "18 worker", "18 slow reads", "18 sync")
 LIMITS = thresholds.load()
 
 Runs = dict[tuple[str, str], list[wt.Run]]
 
 
 @contextmanager
-def server(bin_dir: Path, **settings: str) -> Iterator[tuple[LocalServer, SlowReads]]:
+def server(
+    bin_dir: Path, workloads: list[str], **settings: str
+) -> Iterator[tuple[LocalServer, SlowReads]]:
     srv, shim = wt.start(bin_dir, **settings)
     try:
+        if "tpcb" in workloads:
+            subprocess.run(
+                [
+                    *(str(pgbins.bin_dir("18") / "pgbench"), "-i", "-q"),
+                    *("-s", str(TPCB_SCALE), srv.dsn()),
+                ],
+                check=True,
+                capture_output=True,
+            )
         yield srv, shim
     finally:
         srv.destroy()
@@ -112,17 +146,20 @@ def reread(out: Path) -> tuple[Runs, dict[Path, float]]:
 
 def measure_all(args: Any, out: Path) -> Runs:
     workloads = args.cases.split(",")
+    sides = set(args.sides.split(","))
     runs: Runs = {}
-    if not args.without_17:
-        with server(pgbins.bin_dir("17")) as (srv, shim):
+    if "17" in sides:
+        with server(pgbins.bin_dir("17"), workloads) as (srv, shim):
             runs |= repeat(srv, shim, "17", workloads, args=args, out=out)
-    with server(pgbins.bin_dir("18"), io_method="worker") as (srv, shim):
-        runs |= repeat(srv, shim, "18 worker", workloads, args=args, out=out)
-        if "probe" in workloads:
+    with server(pgbins.bin_dir("18"), workloads, io_method="worker") as (srv, shim):
+        if "18 worker" in sides:
+            runs |= repeat(srv, shim, "18 worker", workloads, args=args, out=out)
+        if "probe" in workloads and "18 slow reads" in sides:
             runs |= repeat(srv, shim, "18 slow reads", ["probe"], args=args, out=out)
-        srv.configure({"io_method": "sync"})
-        srv.restart()
-        runs |= repeat(srv, shim, "18 sync", workloads, args=args, out=out)
+        if "18 sync" in sides:
+            srv.configure({"io_method": "sync"})
+            srv.restart()
+            runs |= repeat(srv, shim, "18 sync", workloads, args=args, out=out)
     return runs
 
 
@@ -206,12 +243,19 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--cases", default="scan,probe,light")
-    parser.add_argument("--without-17", action="store_true", help="18's cases alone")
+    parser.add_argument(
+        "--sides", default=",".join(SIDES), help=f"the servers measured, of {', '.join(SIDES)}"
+    )
+    parser.add_argument(
+        "--probe-clients", type=int, default=wt.SCRIPTS["probe"][1], help="the probes' clients"
+    )
     parser.add_argument("--slow-us", type=int, default=wt.SLOW_READ_US)
     parser.add_argument("--keep", type=Path, default=Path("workload_margin"), help="runs' reports")
     parser.add_argument("--judge", action="store_true", help="judge the runs kept, measure none")
     parser.add_argument("--out", type=Path, default=Path("workload_margin.jsonl"))
     args = parser.parse_args()
+    sql, _, sample_interval = wt.SCRIPTS["probe"]
+    wt.SCRIPTS["probe"] = (sql, args.probe_clients, sample_interval)
     if not args.judge:
         args.keep.mkdir(parents=True, exist_ok=False)
         measure_all(args, args.keep)
