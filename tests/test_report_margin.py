@@ -380,6 +380,36 @@ def test_a_closed_loop_interval_holds_the_clients_time_the_server_does_not_see()
     assert not cmp.clients_wait and cmp.busy_share == pytest.approx(3.42 / 4)
 
 
+def test_a_transaction_of_several_statements_is_a_closed_loop_though_the_server_works_little() -> (
+    None
+):
+    """pgbench's TPC-B (seven round trips a transaction, 1.3 ms each on this machine): 3
+    clients always connected, the server seen working 0.84 of them, and 2.0 idle inside a
+    transaction between its statements. A closed loop: the interval reaches the clients' time
+    per transaction (1.00x) around the statements' 0.90x and claims nothing, where counting
+    only the working sessions took them for clients waiting between transactions (28% busy),
+    whose interval spans the Little bound (bench: ±343%). A report saved without the sessions
+    in a transaction is judged as before."""
+    before = replace(
+        closed_loop(12.6, busy=0.84, connected=3.0, transactions=4000), in_transaction_sessions=2.0
+    )
+    after = replace(
+        closed_loop(11.34, busy=0.756, connected=3.0, transactions=4000),
+        in_transaction_sessions=2.0,
+    )
+    cmp = compared(before, after)
+    assert cmp is not None and not cmp.clients_wait
+    assert cmp.busy_share == pytest.approx((0.756 + 2.0) / 3)
+    low, high = cmp.interval
+    assert low < 0.9 and 1.0 <= high < 1.05 and not cmp.margin.decided
+    saved = reload.workload_from_json(document._workload(after), 600)
+    assert saved is not None and saved.in_transaction_sessions == 2.0
+    old = compared(
+        replace(before, in_transaction_sessions=None), replace(after, in_transaction_sessions=None)
+    )
+    assert old is not None and old.clients_wait and old.interval[1] > 3
+
+
 def test_clients_mostly_waiting_between_transactions_are_not_judged_for_them() -> None:
     """The same statements from a pool of 100 then 150 connections, 4% then 2% busy (or
     `pgbench -R`, whose latency less its schedule lag moved 0.4-3.1x between windows where the

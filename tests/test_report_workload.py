@@ -293,7 +293,7 @@ def test_db_time_needs_ten_workload_transactions_however_many_the_report_made(
     window.observe_round_trip(1, 0.1, 0.001)  # the poll that read it
     for second in range(20):
         window.observe_round_trip(1, second + 0.5, 0.001)
-        window.observe_sample(second + 0.5, 2, 2)
+        window.observe_sample(second + 0.5, 2, 2, 0)
     window.observe_databases(_database_work(1000.0 + 21 + workload_transactions), 20.0)
     work = window.workload(note=None)
     assert work.transactions == counted

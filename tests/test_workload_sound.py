@@ -32,6 +32,7 @@ import pytest
 import pgbins
 from harness import terminate_for_stderr
 from pg_aio_exporter.demo.server import LocalServer
+from pg_aio_exporter.report.workload import MIN_BUSY_SHARE
 from pgbench_judge import PROGRESS
 from test_workload_time import measure, start
 
@@ -140,6 +141,32 @@ def test_light_load_sampled_often_is_counted(server: LocalServer, tmp_path: Path
     # pgbench's one client, connected the whole window and mostly waiting for its schedule:
     # the time clients were connected per transaction is no measure of their latency here.
     assert doc["workload"]["connected_sessions"] == pytest.approx(1.0, abs=0.05), doc["workload"]
+
+
+def test_tpcb_clients_are_a_closed_loop_though_the_server_works_a_fraction_of_their_time(
+    server: LocalServer,
+) -> None:
+    """pgbench's TPC-B, 3 clients in a closed loop: each transaction is seven round trips, so
+    the server works a fraction of the clients' time and they sit idle inside the transaction
+    between its statements for most of the rest. The report counts those sessions, and the
+    clients' share in a transaction is that of a closed loop (it was taken for clients waiting
+    between transactions, whose interval is the Little bound: bench/workload_margin.py)."""
+    pgbench = str(pgbins.bin_dir("18") / "pgbench")
+    subprocess.run([pgbench, "-i", "-q", "-s", "1", server.dsn()], check=True, capture_output=True)
+    bench = subprocess.Popen(
+        [pgbench, "-n", "-c", "3", "-j", "3", "-T", "60", "--progress=1", server.dsn()],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    doc, _ = under(bench, lambda: report(server, "--duration", "10s", "--sample-interval", "100ms"))
+    work = doc["workload"]
+    working, idle = work["client_sessions"], work["in_transaction_sessions"]
+    connected = work["connected_sessions"]
+    print(f"\nTPC-B: {working:.2f} working, {idle:.2f} idle in a transaction, of {connected:.2f}")
+    assert connected == pytest.approx(3.0, abs=0.1), work
+    assert idle > 0, work
+    assert (working + idle) / connected >= MIN_BUSY_SHARE, work
 
 
 def test_statements_outlasting_the_window_are_answered_on_a_named_basis(

@@ -62,6 +62,8 @@ class ActivitySample:
     io_workers: int = 0
     io_workers_busy: int = 0
     clients: int = 0  # client backends connected, working or idle
+    # client backends idle inside a transaction: between its statements, waiting on the client
+    in_transaction: int = 0
     wal_syncing: int = 0  # processes in a WAL sync, io workers aside
     hidden: int = 0  # processes whose details this role may not see (no pg_monitor)
 
@@ -90,6 +92,8 @@ def classify(rows: list[ActivityRow]) -> ActivitySample:
             continue  # a background worker that exited as it was read: nothing to classify
         if backend_type == CLIENT_BACKEND:
             sample.clients += count
+            if state is not None and state.startswith("idle in transaction"):
+                sample.in_transaction += count
         if backend_type == IO_WORKER:
             sample.io_workers += count
             if is_io_worker_busy(wait_type, wait):
@@ -128,6 +132,7 @@ class ActivityCollector:
         self.busy = 0
         self.slots = 0  # io workers seen, summed over samples: the utilisation denominator
         self.clients = 0  # client backends connected, summed over samples
+        self.in_transaction = 0  # client backends idle inside a transaction, summed over samples
         self.utilization: float | None = None
         # Seconds processes spent in a WAL sync by the samples, up to the last poll: it moves
         # with pg_aio_wal_syncs_total, so that their increases over one scrape interval are
@@ -149,6 +154,7 @@ class ActivityCollector:
         self.busy += seen.io_workers_busy
         self.slots += seen.io_workers
         self.clients += seen.clients
+        self.in_transaction += seen.in_transaction
         self._window.busy += seen.io_workers_busy
         self._window.slots += seen.io_workers
         self._window.wal_syncing += seen.wal_syncing
@@ -163,6 +169,7 @@ class ActivityCollector:
             "io_worker_slots": self.slots,
             "io_worker_busy": self.busy,
             "client_slots": self.clients,
+            "client_in_transaction_slots": self.in_transaction,
         }
 
     def roll_window(self, samples: int, seconds: float) -> None:

@@ -135,6 +135,7 @@ def _workload(work: Workload | None) -> dict[str, Any] | None:
         "session_batches": (None if work.session_batches is None else list(work.session_batches)),
         "uncounted_seconds": work.uncounted_seconds,
         "connected_sessions": work.connected_sessions,
+        "in_transaction_sessions": work.in_transaction_sessions,
         "active_seconds": work.active_seconds,
         "own_active_seconds": work.own_active_seconds,
         "active_batches": None if work.active_batches is None else list(work.active_batches),

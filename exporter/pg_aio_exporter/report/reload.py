@@ -112,6 +112,7 @@ def workload_from_json(entry: Mapping[str, Any] | None, samples: int) -> Workloa
         session_batches=None if batches is None else tuple(map(float, batches)),
         uncounted_seconds=float(entry.get("uncounted_seconds", 0.0)),
         connected_sessions=_optional(entry.get("connected_sessions")),
+        in_transaction_sessions=_optional(entry.get("in_transaction_sessions")),
         active_seconds=_optional(entry.get("active_seconds")),
         own_active_seconds=float(entry.get("own_active_seconds", 0.0)),
         active_batches=None if active_batches is None else tuple(map(float, active_batches)),

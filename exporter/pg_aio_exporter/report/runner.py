@@ -88,6 +88,7 @@ class Recorder:
         self.statements = WorkloadWindow()
         self._working = 0  # client sessions doing work, summed over every sample so far
         self._connected = 0  # client sessions connected, summed over every sample so far
+        self._in_transaction = 0  # ... idle inside a transaction, summed over every sample so far
 
     def start(self) -> None:
         """Forget the reads seen so far: the window starts now. The workload's too: the
@@ -141,10 +142,15 @@ class Recorder:
         self.series.sample(time.time() - self.origin, samples, totals)
         activity = self.activity(0.0)
         working, connected = activity.client_samples(), activity.client_slots
+        in_transaction = activity.client_in_transaction_slots
         self.statements.observe_sample(
-            time.time(), working - self._working, connected - self._connected
+            time.time(),
+            working - self._working,
+            connected - self._connected,
+            in_transaction - self._in_transaction,
         )
         self._working, self._connected = working, connected
+        self._in_transaction = in_transaction
 
     def not_read(self) -> tuple[str, ...]:
         """The collectors that failed and were never read in the window: their figures are not
@@ -236,6 +242,8 @@ class WorkloadWindow:
         self.own_time: list[tuple[float, float]] = []  # per round trip: when it ended, how long
         self.sessions: list[tuple[float, int]] = []  # per sample: when, client sessions working
         self.connected: list[tuple[float, int]] = []  # per sample: when, client sessions connected
+        # per sample: when, client sessions idle inside a transaction
+        self.in_transaction: list[tuple[float, int]] = []
 
     def observe_statements(self, seen: Statements) -> None:
         self.last, self.hidden = seen.by_key, seen.hidden
@@ -249,9 +257,10 @@ class WorkloadWindow:
         self.own.append((ended, transactions))
         self.own_time.append((ended, seconds))
 
-    def observe_sample(self, at: float, working: int, connected: int) -> None:
+    def observe_sample(self, at: float, working: int, connected: int, in_transaction: int) -> None:
         self.sessions.append((at, working))
         self.connected.append((at, connected))
+        self.in_transaction.append((at, in_transaction))
 
     def statement_deltas(self) -> dict[pg_stat_statements.StatementKey, StatementWindow] | None:
         """Each statement's counts over the window, the KEPT that took most time; a statement
@@ -303,6 +312,7 @@ class WorkloadWindow:
         spans = [(a, u) for a, u, _ in segments]
         within = in_spans(self.sessions, spans)
         connected = in_spans(self.connected, spans)
+        in_transaction = in_spans(self.in_transaction, spans)
         transactions = blocks = None
         if segments:
             own = sum(in_spans(self.own, spans))
@@ -317,6 +327,9 @@ class WorkloadWindow:
             blocks=blocks,
             client_sessions=sum(within) / len(within) if within else None,
             connected_sessions=sum(connected) / len(connected) if connected else None,
+            in_transaction_sessions=(
+                sum(in_transaction) / len(in_transaction) if in_transaction else None
+            ),
             statements_note=note,
             sampled_sessions=float(sum(within)),
             session_batches=batch_means(within),

@@ -158,6 +158,8 @@ class Activity:
     io_worker_slots: int = 0  # io workers summed over samples
     io_worker_busy: int = 0  # busy io workers summed over samples
     client_slots: int = 0  # client backends connected (working or idle), summed over samples
+    # client backends idle inside a transaction (between its statements), summed over samples
+    client_in_transaction_slots: int = 0
     # pg_aios handles summed over samples, by state and operation; most in one sample, by
     # operation
     in_flight: Mapping[tuple[str, str], int] = field(default_factory=dict)
