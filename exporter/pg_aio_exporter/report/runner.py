@@ -70,10 +70,12 @@ class Unreachable(Exception):
 class Recorder:
     """The tap: what the window's polls read, what the samples counted, and what failed."""
 
-    def __init__(self, duration: float = 0.0) -> None:
+    def __init__(self, duration: float = 0.0, clock: Callable[[], float] = time.time) -> None:
+        """`clock`: epoch seconds now (a replay of a day's samples runs on its own clock)."""
         self.every = series.spacing(duration)
         self.series = series.SeriesRecorder(self.every)
-        self.origin = time.time()
+        self.clock = clock
+        self.origin = clock()
         self.reads = ReadWindow()
         self.wal = WalWindow()
         self.wal_seen = False  # the pg_stat_wal collector answered (PostgreSQL 14+)
@@ -98,7 +100,7 @@ class Recorder:
         self.checkpoints = []
         self.answered = set()
         self.series = series.SeriesRecorder(self.every)
-        self.origin = time.time()
+        self.origin = self.clock()
 
     def polled(self, collector: str, snapshot: object | None, read_at: float) -> None:
         """One collector's poll, by the type of its snapshot (base.Snapshots)."""
@@ -138,12 +140,11 @@ class Recorder:
     def sampled(self, samples: int, totals: dict[str, Any], answered: list[str]) -> None:
         self.samples, self.totals = samples, totals
         self.answered.update(answered)
-        self.series.sample(time.time() - self.origin, samples, totals)
+        now = self.clock()
+        self.series.sample(now - self.origin, samples, totals)
         activity = self.activity(0.0)
         working, connected = activity.client_samples(), activity.client_slots
-        self.statements.observe_sample(
-            time.time(), working - self._working, connected - self._connected
-        )
+        self.statements.observe_sample(now, working - self._working, connected - self._connected)
         self._working, self._connected = working, connected
 
     def not_read(self) -> tuple[str, ...]:
@@ -462,7 +463,7 @@ def summarise(
     return Summary(
         target=target,
         started_at=started,
-        ended_at=time.time(),
+        ended_at=recorder.clock(),
         server=facts,
         rows=recorder.reads.rows,
         read_seconds=recorder.reads.seconds,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import astuple, dataclass, replace
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any, TypeVar
 
@@ -21,6 +21,7 @@ from pg_aio_exporter.collectors.intervals import (
     WalCounters,
     WriteCounters,
     read_figures,
+    values,
     wal_figures,
     write_figures,
 )
@@ -41,7 +42,7 @@ C = TypeVar("C", ReadCounters, WriteCounters, WalCounters)
 
 
 def _minus(after: C, before: C) -> C:
-    return type(after)(*(a - b for a, b in zip(astuple(after), astuple(before), strict=True)))
+    return type(after)(*(a - b for a, b in zip(values(after), values(before), strict=True)))
 
 
 @dataclass(frozen=True)
