@@ -25,9 +25,9 @@ import time
 import tracemalloc
 from typing import Any
 
-import recorded
 from common import machine
 
+import recorded
 from pg_aio_exporter import thresholds
 from pg_aio_exporter.collectors import registry
 from pg_aio_exporter.collectors.base import Snapshots

@@ -18,7 +18,7 @@ from pg_aio_exporter import vocabulary
 LabelKey = tuple[str, str, str]  # backend_type, object, context
 
 
-def values(counters: Any) -> tuple[float, ...]:
+def counter_values(counters: Any) -> tuple[float, ...]:
     """A counters dataclass's fields in order: dataclasses.astuple deep-copies each float,
     which was most of a poll's CPU once a poll added up a hundred rows."""
     return tuple(getattr(counters, f.name) for f in fields(counters))
@@ -60,7 +60,9 @@ class WriteCounters:
     fsync_time_ms: float = 0.0
 
     def __add__(self, other: WriteCounters) -> WriteCounters:
-        return WriteCounters(*(a + b for a, b in zip(values(self), values(other), strict=True)))
+        return WriteCounters(
+            *(a + b for a, b in zip(counter_values(self), counter_values(other), strict=True))
+        )
 
 
 NO_WRITES = WriteCounters()
@@ -103,7 +105,7 @@ Counters = TypeVar("Counters", "ReadCounters", "WriteCounters", "WalCounters")
 
 def _minus(now: Counters, before: Counters) -> Counters | None:
     """now - before, field by field; None when a counter went backwards."""
-    delta = [a - b for a, b in zip(values(now), values(before), strict=True)]
+    delta = [a - b for a, b in zip(counter_values(now), counter_values(before), strict=True)]
     return type(now)(*delta) if min(delta) >= 0 else None
 
 
@@ -300,7 +302,9 @@ class WalCounters:
     buffers_full: float = 0.0  # writes forced because wal_buffers was full
 
     def __add__(self, other: WalCounters) -> WalCounters:
-        return WalCounters(*(a + b for a, b in zip(values(self), values(other), strict=True)))
+        return WalCounters(
+            *(a + b for a, b in zip(counter_values(self), counter_values(other), strict=True))
+        )
 
 
 NO_WAL = WalCounters()

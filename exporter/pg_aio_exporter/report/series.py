@@ -20,8 +20,8 @@ from pg_aio_exporter.collectors.intervals import (
     ReadCounters,
     WalCounters,
     WriteCounters,
+    counter_values,
     read_figures,
-    values,
     wal_figures,
     write_figures,
 )
@@ -42,7 +42,9 @@ C = TypeVar("C", ReadCounters, WriteCounters, WalCounters)
 
 
 def _minus(after: C, before: C) -> C:
-    return type(after)(*(a - b for a, b in zip(values(after), values(before), strict=True)))
+    return type(after)(
+        *(a - b for a, b in zip(counter_values(after), counter_values(before), strict=True))
+    )
 
 
 @dataclass(frozen=True)
