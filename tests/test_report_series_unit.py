@@ -10,7 +10,7 @@ import pytest
 
 from pg_aio_exporter.collectors.intervals import NO_WRITES, ReadCounters, WriteCounters
 from pg_aio_exporter.report import series
-from pg_aio_exporter.report.runner import in_spans
+from pg_aio_exporter.report.runner import in_spans, span_sums
 from pg_aio_exporter.report.series import MAX_POINTS, PollTotal, SeriesRecorder
 
 pytestmark = pytest.mark.unit
@@ -145,3 +145,18 @@ def test_samples_are_placed_in_the_polls_spans_in_n_log_n() -> None:
     some = points[::97]
     assert in_spans(some, spans) == [n for t, n in some if any(a < t <= u for a, u in spans)]
     assert len(found) == len(points) - 1 - 2 * 30  # none at 0, none in the gap's 30 s
+
+
+def test_round_trips_are_summed_per_span_in_one_pass() -> None:
+    """A day's round trips (a sample a second, a poll every 10 s) summed per poll span, with
+    a reset's gap: as a scan of every span finds them, in log2(spans) + 2 comparisons a round
+    trip (a scan per span made spans x round trips: minutes of CPU)."""
+    reads = [10.0 * i for i in range(8641)]
+    spans = [(Counted(a), u) for a, u in itertools.pairwise(reads) if not 3600 <= a < 3630]
+    trips = [(0.5 + i, 1.0 + i % 3) for i in range(86_400)]
+    Counted.made = 0
+    sums = span_sums(trips, spans)
+    assert Counted.made <= len(trips) * (math.log2(len(spans)) + 2)
+    for (a, u), total in list(zip(spans, sums, strict=True))[::97]:
+        assert total == sum(n for t, n in trips if a < t <= u)
+    assert sum(sums) == sum(n for t, n in trips if not 3600 < t <= 3630)

@@ -70,10 +70,12 @@ class Unreachable(Exception):
 class Recorder:
     """The tap: what the window's polls read, what the samples counted, and what failed."""
 
-    def __init__(self, duration: float = 0.0) -> None:
+    def __init__(self, duration: float = 0.0, clock: Callable[[], float] = time.time) -> None:
+        """`clock`: epoch seconds now (a replay of a day's samples runs on its own clock)."""
         self.every = series.spacing(duration)
         self.series = series.SeriesRecorder(self.every)
-        self.origin = time.time()
+        self.clock = clock
+        self.origin = clock()
         self.reads = ReadWindow()
         self.wal = WalWindow()
         self.wal_seen = False  # the pg_stat_wal collector answered (PostgreSQL 14+)
@@ -99,7 +101,7 @@ class Recorder:
         self.checkpoints = []
         self.answered = set()
         self.series = series.SeriesRecorder(self.every)
-        self.origin = time.time()
+        self.origin = self.clock()
 
     def polled(self, collector: str, snapshot: object | None, read_at: float) -> None:
         """One collector's poll, by the type of its snapshot (base.Snapshots)."""
@@ -139,12 +141,13 @@ class Recorder:
     def sampled(self, samples: int, totals: dict[str, Any], answered: list[str]) -> None:
         self.samples, self.totals = samples, totals
         self.answered.update(answered)
-        self.series.sample(time.time() - self.origin, samples, totals)
+        now = self.clock()
+        self.series.sample(now - self.origin, samples, totals)
         activity = self.activity(0.0)
         working, connected = activity.client_samples(), activity.client_slots
         in_transaction = activity.client_in_transaction_slots
         self.statements.observe_sample(
-            time.time(),
+            now,
             working - self._working,
             connected - self._connected,
             in_transaction - self._in_transaction,
@@ -350,11 +353,12 @@ class WorkloadWindow:
         active time lies between 0 and its round trips' time: half of it is taken out."""
         if not segments or any(g.active is None for _, _, g in segments):
             return None
-        parts = []  # [active, own time, transactions, seconds] per segment
-        for at, until, grown in segments:
-            own_time = sum(in_spans(self.own_time, [(at, until)]))
-            own = sum(in_spans(self.own, [(at, until)]))
-            parts.append([grown.active or 0.0, own_time, grown.transactions - own, until - at])
+        spans = [(at, until) for at, until, _ in segments]
+        own_times, owns = span_sums(self.own_time, spans), span_sums(self.own, spans)
+        parts = [  # [active, own time, transactions, seconds] per segment
+            [grown.active or 0.0, own_time, grown.transactions - own, until - at]
+            for (at, until, grown), own_time, own in zip(segments, own_times, owns, strict=True)
+        ]
         batches = join_short(parts, MIN_BATCH_SECONDS)
         total = sum(b[0] for b in batches)
         own_time = sum(b[1] for b in batches)
@@ -365,6 +369,12 @@ class WorkloadWindow:
         return self.work[-1][1] - self.work[0][1] if len(self.work) > 1 else 0.0
 
 
+def _span_of(starts: list[float], spans: Sequence[tuple[float, float]], t: float) -> int | None:
+    """The index of the span (from, until] that `t` falls in, by bisection of their starts."""
+    i = bisect.bisect_left(starts, t) - 1  # the last span starting before t
+    return i if i >= 0 and t <= spans[i][1] else None
+
+
 def in_spans(
     points: Sequence[tuple[float, Count]], spans: Sequence[tuple[float, float]]
 ) -> list[Count]:
@@ -372,11 +382,20 @@ def in_spans(
     time order that do not overlap (the reads' pairs): each point is looked up by bisection,
     so a 24 h window sampled every second is not compared with each of its polls."""
     starts = [a for a, _ in spans]
-    out = []
+    return [n for t, n in points if _span_of(starts, spans, t) is not None]
+
+
+def span_sums(
+    points: Sequence[tuple[float, float]], spans: Sequence[tuple[float, float]]
+) -> list[float]:
+    """Per span (as in_spans), the sum of the counts of the points in it: one pass over the
+    points, not one per span (a day's round trips times its polls was minutes of CPU)."""
+    starts = [a for a, _ in spans]
+    out = [0.0] * len(spans)
     for t, n in points:
-        i = bisect.bisect_left(starts, t) - 1  # the last span starting before t
-        if i >= 0 and t <= spans[i][1]:
-            out.append(n)
+        i = _span_of(starts, spans, t)
+        if i is not None:
+            out[i] += n
     return out
 
 
@@ -475,7 +494,7 @@ def summarise(
     return Summary(
         target=target,
         started_at=started,
-        ended_at=time.time(),
+        ended_at=recorder.clock(),
         server=facts,
         rows=recorder.reads.rows,
         read_seconds=recorder.reads.seconds,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import astuple, dataclass, replace
+from dataclasses import dataclass, replace
 from itertools import pairwise
 from typing import Any, TypeVar
 
@@ -20,6 +20,7 @@ from pg_aio_exporter.collectors.intervals import (
     ReadCounters,
     WalCounters,
     WriteCounters,
+    counter_values,
     read_figures,
     wal_figures,
     write_figures,
@@ -41,7 +42,9 @@ C = TypeVar("C", ReadCounters, WriteCounters, WalCounters)
 
 
 def _minus(after: C, before: C) -> C:
-    return type(after)(*(a - b for a, b in zip(astuple(after), astuple(before), strict=True)))
+    return type(after)(
+        *(a - b for a, b in zip(counter_values(after), counter_values(before), strict=True))
+    )
 
 
 @dataclass(frozen=True)
