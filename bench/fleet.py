@@ -34,14 +34,12 @@ import os
 import re
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -53,125 +51,12 @@ from harness import Exporter, terminate, wait_for
 from pg_aio_exporter.demo.server import LocalServer, free_port
 from pgbins import bin_dir
 from prometheus import binary as prometheus_binary
+from replay import Replay, samples
 from victoriametrics import binary as vm_binary
 
 ROOT = Path(__file__).resolve().parents[1]
 MONITOR = "pgaio_monitor"
-PLACEHOLDER = "\x00"  # where a target's name goes in a rendered exposition
-OUR_TARGET = re.compile(r'target="[^"]*"')
-ADVANCING = ("counter", "histogram", "summary")
 KINDS = {"ours": "pg_aio", "peer": "postgres"}  # replayed exposition: job name
-
-
-# --- Replay: pure functions over recorded expositions ---------------------------------------
-
-
-@dataclass(frozen=True)
-class Series:
-    key: str  # the sample line up to its value, a target label's value as PLACEHOLDER
-    value: float  # at the second recording
-    rate: float  # per second between the recordings; 0 for gauges
-
-
-def _families(text: str) -> dict[str, str]:
-    return {
-        words[2]: words[3]
-        for words in (line.split() for line in text.splitlines() if line.startswith("# TYPE "))
-    }
-
-
-def _samples(text: str) -> Iterator[tuple[str, float]]:
-    """(sample line up to its value, value) of an exposition, timestamps dropped."""
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        cut = line.rindex("}") + 1 if "}" in line else line.index(" ")
-        yield line[:cut], float(line[cut:].split()[0])
-
-
-def _family_type(name: str, families: dict[str, str]) -> str:
-    for suffix in ("", "_total", "_bucket", "_count", "_sum", "_created"):
-        if suffix and name.endswith(suffix) and name[: -len(suffix)] in families:
-            return families[name[: -len(suffix)]]
-        if not suffix and name in families:
-            return families[name]
-    return "untyped"
-
-
-def recorded_series(first: str, second: str, seconds: float) -> tuple[list[str], list[Series]]:
-    """The comment lines and series of `second`, counters with their rate since `first`."""
-    families = _families(second)
-    before = dict(_samples(first))
-    series = []
-    for key, value in _samples(second):
-        name = key.split("{", 1)[0]
-        advances = (
-            _family_type(name, families) in ADVANCING
-            and not name.endswith("_created")
-            and "quantile=" not in key
-        )
-        rate = max(0.0, (value - before[key]) / seconds) if advances and key in before else 0.0
-        series.append(Series(OUR_TARGET.sub(f'target="{PLACEHOLDER}"', key), value, rate))
-    comments = [line for line in second.splitlines() if line.startswith("#")]
-    return comments, series
-
-
-def render(comments: Sequence[str], series: Sequence[Series], elapsed: float) -> str:
-    """The exposition `elapsed` seconds after the second recording, PLACEHOLDER for the target."""
-    lines = [*comments, *(f"{s.key} {s.value + s.rate * elapsed!r}" for s in series)]
-    return "\n".join(lines) + "\n"
-
-
-class Replay:
-    """Serves /ours and /peer ?target=NAME from recordings; a body rendered once a second."""
-
-    def __init__(self, recordings: Path) -> None:
-        self.started = time.monotonic()
-        self.kinds = {}
-        for kind in KINDS:
-            first, second = (recordings / f"{kind}-{i}.prom" for i in (1, 2))
-            gap = float((recordings / "gap").read_text())
-            self.kinds[kind] = recorded_series(first.read_text(), second.read_text(), gap)
-        self._cache: dict[tuple[str, int], str] = {}
-        self._lock = threading.Lock()
-        replay = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                url = urllib.parse.urlsplit(self.path)
-                target = urllib.parse.parse_qs(url.query).get("target", [""])[0]
-                kind = url.path.strip("/")
-                if kind not in replay.kinds:
-                    self.send_error(404)
-                    return
-                body = replay.body(kind).replace(PLACEHOLDER, target).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.server.daemon_threads = True
-        self.address = f"127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def body(self, kind: str) -> str:
-        second = int(time.monotonic() - self.started)
-        with self._lock:
-            if (kind, second) not in self._cache:
-                self._cache = {k: v for k, v in self._cache.items() if k[1] == second}
-                self._cache[kind, second] = render(*self.kinds[kind], second)
-            return self._cache[kind, second]
-
-    def series(self, kind: str) -> int:
-        return len(self.kinds[kind][1])
-
-    def stop(self) -> None:
-        self.server.shutdown()
 
 
 # --- Recording ------------------------------------------------------------------------------
@@ -240,7 +125,7 @@ def get(url: str) -> bytes:
 def metric(url: str, name: str, **labels: str) -> float:
     """Sum of a metric's samples in an engine's own /metrics whose labels include `labels`."""
     total = 0.0
-    for key, value in _samples(get(url).decode()):
+    for key, value in samples(get(url).decode()):
         if key.split("{", 1)[0] == name and all(f'{k}="{v}"' in key for k, v in labels.items()):
             total += value
     return total
@@ -397,7 +282,7 @@ class Victoria(Engine):
         if not self.rules_url:
             return {}
         out: dict[str, tuple[float, float, dict[str, float]]] = {}
-        for key, value in _samples(get(self.rules_url + "/metrics").decode()):
+        for key, value in samples(get(self.rules_url + "/metrics").decode()):
             name = key.split("{", 1)[0]
             group = re.search(r'group="([^"]*)"', key)
             if group and name.startswith("vmalert_iteration_duration_seconds_"):
@@ -523,7 +408,7 @@ def main() -> None:
     print(f"Machine: {machine()}\n", flush=True)
     if not (args.recordings / "gap").exists():
         record(args.recordings, args.record_gap, warmup=40)
-    replay = Replay(args.recordings)
+    replay = Replay(args.recordings, KINDS)
     print(
         f"Recorded: ours {replay.series('ours')} series, {Peer.version()} {replay.series('peer')};"
         f" scrape every {args.scrape_interval} s, rules every {args.eval_interval} s,"
