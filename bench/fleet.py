@@ -45,7 +45,7 @@ from typing import Any
 
 import psycopg
 import yaml
-from common import Peer, load, machine, peer_dsn, rss_mb
+from common import Peer, cpu_seconds, load, machine, peer_dsn, rss_mb
 
 from harness import Exporter, terminate, wait_for
 from pg_aio_exporter.demo.server import LocalServer, free_port
@@ -165,6 +165,9 @@ class Engine:
     def rss_mb(self) -> float:
         return sum(rss_mb(p.pid) for p in self.procs)
 
+    def cpu_seconds(self) -> float:
+        return sum(cpu_seconds(p.pid) for p in self.procs)
+
     def stop(self) -> None:
         for proc in reversed(self.procs):
             terminate(proc, grace=30)
@@ -218,7 +221,7 @@ class Prometheus(Engine):
         for group in body["data"]["groups"]:
             # Several rules may record one name: numbered as in the file.
             rules = {
-                f"{i + 1}. {r['name']}": float(r.get("evaluationTime", 0))
+                f"{group['name']} {i + 1}. {r['name']}": float(r.get("evaluationTime", 0))
                 for i, r in enumerate(group["rules"])
             }
             out[group["name"]] = (
@@ -304,6 +307,7 @@ class Row:
     series: float = 0
     samples_per_s: float = 0
     rss_mb: float = 0
+    cores: float = 0  # the engine's CPU seconds per second over the window
     groups: dict[str, list[float]] = field(default_factory=dict)  # seconds per evaluation
     rules: dict[str, float] = field(default_factory=dict)  # last evaluation, seconds per rule
     load: str = ""
@@ -313,7 +317,7 @@ def measure(engine: Engine, row: Row, settle: float, seconds: float) -> Row:
     time.sleep(settle)
     vm = isinstance(engine, Victoria)
     seen = engine.groups()
-    a0, t0 = engine.appended(), time.monotonic()
+    a0, c0, t0 = engine.appended(), engine.cpu_seconds(), time.monotonic()
     while time.monotonic() < t0 + seconds:
         time.sleep(5)
         if not vm:
@@ -322,7 +326,7 @@ def measure(engine: Engine, row: Row, settle: float, seconds: float) -> Row:
                     row.groups.setdefault(name, []).append(took)
                     row.rules = {**row.rules, **rules}
                     seen[name] = (when, took, rules)
-    a1, t1 = engine.appended(), time.monotonic()
+    a1, c1, t1 = engine.appended(), engine.cpu_seconds(), time.monotonic()
     if vm:
         for name, (count, total, _) in engine.groups().items():
             before = seen.get(name, (0.0, 0.0, {}))
@@ -333,6 +337,7 @@ def measure(engine: Engine, row: Row, settle: float, seconds: float) -> Row:
     row.series = engine.series()
     row.samples_per_s = (a1 - a0) / (t1 - t0)
     row.rss_mb = engine.rss_mb()
+    row.cores = (c1 - c0) / (t1 - t0)
     row.load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     return row
 
@@ -342,7 +347,7 @@ def table(rows: Sequence[Row]) -> str:
     head = (
         "| engine | exporter | targets | series per target | active series | samples/s |"
         + "".join(f" {g} (s, mean / max) |" for g in names)
-        + " groups, % of the interval | RSS (MB) | load average |"
+        + " groups, % of the interval | engine CPU (cores) | RSS (MB) | load average |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
@@ -357,7 +362,7 @@ def table(rows: Sequence[Row]) -> str:
             f" {r.samples_per_s:,.0f} | "
             + " | ".join(cells)
             + (" |" if cells else "")
-            + f" {total / ROW_EVAL[0] * 100:.1f} | {r.rss_mb:,.0f} | {r.load} |"
+            + f" {total / ROW_EVAL[0] * 100:.1f} | {r.cores:.2f} | {r.rss_mb:,.0f} | {r.load} |"
         )
     return "\n".join(lines)
 
