@@ -32,7 +32,9 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.parse
@@ -308,6 +310,7 @@ class Row:
     samples_per_s: float = 0
     rss_mb: float = 0
     cores: float = 0  # the engine's CPU seconds per second over the window
+    up: float = 0  # the share of targets whose last scrape succeeded
     groups: dict[str, list[float]] = field(default_factory=dict)  # seconds per evaluation
     rules: dict[str, float] = field(default_factory=dict)  # last evaluation, seconds per rule
     load: str = ""
@@ -338,6 +341,8 @@ def measure(engine: Engine, row: Row, settle: float, seconds: float) -> Row:
     row.samples_per_s = (a1 - a0) / (t1 - t0)
     row.rss_mb = engine.rss_mb()
     row.cores = (c1 - c0) / (t1 - t0)
+    answer = json.loads(get(f"{engine.url}/api/v1/query?query=avg(up)"))["data"]["result"]
+    row.up = float(answer[0]["value"][1]) if answer else 0.0
     row.load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     return row
 
@@ -345,7 +350,8 @@ def measure(engine: Engine, row: Row, settle: float, seconds: float) -> Row:
 def table(rows: Sequence[Row]) -> str:
     names = sorted({g for r in rows for g in r.groups})
     head = (
-        "| engine | exporter | targets | series per target | active series | samples/s |"
+        "| engine | exporter | targets | series per target | scrapes up | active series |"
+        " samples/s |"
         + "".join(f" {g} (s, mean / max) |" for g in names)
         + " groups, % of the interval | engine CPU (cores) | RSS (MB) | load average |"
     )
@@ -358,7 +364,8 @@ def table(rows: Sequence[Row]) -> str:
             cells.append(f"{sum(took) / len(took):.3f} / {max(took):.3f}" if took else "-")
             total += sum(took) / len(took) if took else 0.0
         lines.append(
-            f"| {r.engine} | {r.exporter} | {r.targets:,} | {r.exposed} | {r.series:,.0f} |"
+            f"| {r.engine} | {r.exporter} | {r.targets:,} | {r.exposed} | {r.up:.0%} |"
+            f" {r.series:,.0f} |"
             f" {r.samples_per_s:,.0f} | "
             + " | ".join(cells)
             + (" |" if cells else "")
@@ -410,6 +417,8 @@ def main() -> None:
     parser.add_argument("--peer-measure", type=float, default=65)
     args = parser.parse_args()
     ROW_EVAL[0] = args.eval_interval
+    # Stopped by a signal, the engine running is stopped too (a background job ignores SIGINT).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     print(f"Machine: {machine()}\n", flush=True)
     if not (args.recordings / "gap").exists():
         record(args.recordings, args.record_gap, warmup=40)

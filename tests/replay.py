@@ -79,6 +79,13 @@ def render(comments: Sequence[str], series: Sequence[Series], elapsed: float) ->
     return "\n".join(lines) + "\n"
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A scraper that gave up (its scrape timeout) is the engine's to count, as `up` 0."""
+
+
 class Replay:
     """Serves /KIND?target=NAME for each of `kinds` from `recordings`: KIND-1.prom and
     KIND-2.prom, the seconds between them in `gap`. A body is rendered once a second at most,
@@ -117,8 +124,7 @@ class Replay:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", free_port()), Handler)
         self.address = f"127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
