@@ -6,22 +6,23 @@ Recording: one local PostgreSQL 18 server under `pgbench -c 4` (on a fresh `pgbe
 the exporter (`--dsn`, defaults) and postgres_exporter (defaults) beside it; each /metrics is
 saved twice, --record-gap seconds apart, into --recordings (kept: a re-run replays them).
 
-Replay: one threaded HTTP server in this process answers /ours?target=NAME and
-/peer?target=NAME with the second recorded exposition, every counter advancing at the rate
-between the two recordings (histograms and summaries too), and our `target` label set to NAME;
-the engine's relabelling puts NAME in `instance` as well (the multi-target pattern), which is
-all that tells postgres_exporter's copies apart. Gauges hold their recorded value, and the set
-of series is the recorded one: a real fleet's wait events and pg_stat_io rows vary more.
+Replay (tests/replay.py): one threaded HTTP server in this process answers /ours?target=NAME
+and /peer?target=NAME with the second recorded exposition, every counter advancing at its rate
+between the two recordings, our `target` label set to NAME; the engine's relabelling puts NAME
+in `instance` as well (the multi-target pattern), which is all that tells postgres_exporter's
+copies apart. The set of series is the recorded one: a real fleet's wait events and pg_stat_io
+rows vary more.
 
 Engines, one at a time, each fresh: a scrape every --scrape-interval (deploy/prometheus's 30 s),
 the rule files given (alerts/ by default) evaluated every --eval-interval (60 s, what the
 shipped windows are made for); vmalert as docs/deploy.md runs it (remote write to the same
-VictoriaMetrics, its default 30 s evaluation delay). After --settle seconds, over --measure
-seconds: active series (Prometheus' head; VictoriaMetrics' series seen this hour), samples
-appended per second (recorded series included), each rule group's evaluation time (mean and
-maximum of the evaluations in the window), and the engine's RSS (VictoriaMetrics + vmalert).
-postgres_exporter's replay runs without rules. The load average closes every row: the machine
-is shared.
+VictoriaMetrics, its default 30 s evaluation delay). After --settle seconds (120), over
+--measure seconds (125, two evaluations): the share of scrapes up, active series (Prometheus'
+head; VictoriaMetrics' series seen this hour), samples appended per second (recorded series
+included), each rule group's evaluation time (mean and maximum of the evaluations in the
+window; vmalert's from its iteration summary), the engine's CPU in cores and its RSS
+(VictoriaMetrics + vmalert). postgres_exporter's replay runs without rules (45 s, 65 s). The
+load average closes every row: the machine is shared.
 
 Usage: PYTHONPATH=.:tests python bench/fleet.py [--targets 10 100 1000] [--engines 2 3 vm]
 """
