@@ -404,7 +404,7 @@ def main() -> None:
     parser.add_argument(
         "--rules",
         type=Path,
-        nargs="+",
+        nargs="*",  # none: what the engine pays for scraping alone, the rules' cost by difference
         default=[ROOT / "alerts" / "pg_aio_recording.yml", ROOT / "alerts" / "pg_aio_alerts.yml"],
     )
     parser.add_argument("--recordings", type=Path, default=Path(tempfile.gettempdir()) / "fleet")
@@ -441,7 +441,9 @@ def main() -> None:
                 with engine_of(version, kind, replay, targets, rules=rules, args=args) as engine:
                     row = Row(
                         engine.name,
-                        "pg_aio_exporter" if kind == "ours" else "postgres_exporter",
+                        "postgres_exporter"
+                        if kind == "peer"
+                        else "pg_aio_exporter" + ("" if rules else " (no rules)"),
                         targets,
                         replay.series(kind),
                     )
