@@ -134,6 +134,11 @@ def metric(url: str, name: str, **labels: str) -> float:
     return total
 
 
+# Group name: (when Prometheus last evaluated it, or how often vmalert did; seconds; seconds
+# per rule), as each engine tells it.
+Groups = dict[str, tuple[Any, float, dict[str, float]]]
+
+
 class Engine:
     name = ""
 
@@ -163,6 +168,15 @@ class Engine:
     def start(
         self, scrape: dict[str, Any], rules: Sequence[Path], scrape_s: int, eval_s: int
     ) -> None:
+        raise NotImplementedError
+
+    def series(self) -> float:
+        raise NotImplementedError
+
+    def appended(self) -> float:
+        raise NotImplementedError
+
+    def groups(self) -> Groups:
         raise NotImplementedError
 
     def rss_mb(self) -> float:
@@ -217,7 +231,7 @@ class Prometheus(Engine):
     def appended(self) -> float:
         return metric(self.url + "/metrics", "prometheus_tsdb_head_samples_appended_total")
 
-    def groups(self) -> dict[str, tuple[float, float, dict[str, float]]]:
+    def groups(self) -> Groups:
         """Group name: (last evaluation's start, its seconds, seconds per rule)."""
         body = json.loads(get(self.url + "/api/v1/rules"))
         out = {}
@@ -283,11 +297,11 @@ class Victoria(Engine):
     def appended(self) -> float:
         return metric(self.url + "/metrics", "vm_rows_added_to_storage_total")
 
-    def groups(self) -> dict[str, tuple[float, float, dict[str, float]]]:
+    def groups(self) -> Groups:
         """Group name: (evaluations so far, their total seconds, {}) from vmalert's summary."""
         if not self.rules_url:
             return {}
-        out: dict[str, tuple[float, float, dict[str, float]]] = {}
+        out: Groups = {}
         for key, value in samples(get(self.rules_url + "/metrics").decode()):
             name = key.split("{", 1)[0]
             group = re.search(r'group="([^"]*)"', key)
