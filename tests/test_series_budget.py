@@ -5,15 +5,17 @@ on the same server (issue 46; docs/metrics.md, "What a target costs")."""
 from __future__ import annotations
 
 import subprocess
+import time
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 
 from conftest import SMALL_BUFFERS
-from harness import Exporter
+from harness import REPO, Exporter, wait_for
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir
 from postgres_exporter import PostgresExporter
+from prometheus import Prometheus
 
 # Measured at 339-344 with these defaults (1,047-1,051 before idle pg_stat_io rows were left
 # out and the self-histograms cut to five bounds); postgres_exporter's defaults held 537 on the
@@ -70,3 +72,46 @@ def test_one_target_under_load_stays_within_the_budget_and_below_postgres_export
     assert got["pg_stat_io_reads_total"] >= 3 and got["pg_aio_read_latency_seconds"] >= 1, largest
     assert total <= BUDGET, f"{total} series (budget {BUDGET}, peer {peers}); largest: {largest}"
     assert total <= peers, f"{total} series, postgres_exporter {peers}; largest: {largest}"
+
+
+# The shipped rule files, as committed.
+RULES = sorted((REPO / "alerts").glob("pg_aio_*.yml"))
+RECORDED = '{__name__=~"pg_aio:.+|pg_aio_target:.+"}'
+RECORDED_BUDGET = 1000
+
+
+def test_recorded_series_of_one_target_under_load_stay_within_the_budget(
+    server: LocalServer,
+) -> None:
+    """Every distinct series the shipped recording rules recorded for one target while it
+    served pgbench: what the rules add to a Prometheus per target, by rule."""
+    pgbench = str(embedded_bin_dir() / "pgbench")
+    subprocess.run([pgbench, "-i", "-q", "-s", "2", server.dsn()], check=True, capture_output=True)
+    ours = Exporter("--dsn", server.dsn(), "--poll-interval", "1s")
+    prometheus = Prometheus([f"127.0.0.1:{ours.port}"], RULES)
+    start = time.time()
+    load = subprocess.Popen(
+        [pgbench, "-c", "4", "-T", "10", server.dsn()],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert load.wait(timeout=40) == 0
+        wait_for(
+            lambda: prometheus.query("pg_aio_target:write_ops_per_second:rate5m > 0"),
+            20,
+            "the recording rules to see the load's writes",
+        )
+        found = prometheus.api("series", **{"match[]": RECORDED, "start": str(start)})
+    finally:
+        load.kill()
+        prometheus.stop()
+        ours.stop()
+    recorded = Counter(str(s["__name__"]) for s in found)
+    total = sum(recorded.values())
+    largest = ", ".join(f"{name} {n}" for name, n in recorded.most_common(10))
+    print(f"[recorded series] {total} by {len(recorded)} rules; largest: {largest}")
+    print("\n".join(f"  {name} {n}" for name, n in sorted(recorded.items())))
+    assert total <= RECORDED_BUDGET, (
+        f"{total} recorded series (budget {RECORDED_BUDGET}): {largest}"
+    )
