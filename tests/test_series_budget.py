@@ -77,7 +77,11 @@ def test_one_target_under_load_stays_within_the_budget_and_below_postgres_export
 # The shipped rule files, as committed.
 RULES = sorted((REPO / "alerts").glob("pg_aio_*.yml"))
 RECORDED = '{__name__=~"pg_aio:.+|pg_aio_target:.+"}'
-RECORDED_BUDGET = 1000
+# One series per recording rule and target: 49 rules (alerts/pg_aio_recording.yml), every one
+# of them per target since issue 46, so no workload can add more. Measured 34 under pgbench
+# here (the rest record nothing without pg_stat_statements, PostgreSQL 19, track_wal_io_timing
+# or checkpoints); 119 before on the same run, ~325 on a server with every pg_stat_io row out.
+RECORDED_BUDGET = 49
 
 
 def test_recorded_series_of_one_target_under_load_stay_within_the_budget(
