@@ -10,14 +10,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from alerts.promql import (
-    ACTIVE,
     CLIENT_BACKEND,
-    NOT_IO_WORKER,
     Scope,
     buffer_writes,
     on_target,
     value_span,
-    without,
 )
 from alerts.recording import (
     READS,
@@ -34,7 +31,6 @@ from alerts.recording import (
     traffic_guard,
 )
 from pg_aio_exporter.collectors import settings as aio_settings
-from pg_aio_exporter.vocabulary import SUBMISSION_QUEUE, WAIT_LABELS
 
 if TYPE_CHECKING:
     # For the annotations only: params.py checks the parameters against ALERTS.
@@ -157,13 +153,11 @@ VOLUME_LIMITS = {
 }
 
 
-def read_wait_share(params: Params, p: Params) -> str:
+def read_wait_share(params: Params) -> str:
     """Share of the sessions' active time (promql.ACTIVE) spent waiting on reads."""
-    sessions = rec(params, "pg_aio:active_sessions")
-    reads = f'{{wait_event_type="IO", wait_event=~"{p["io_wait_events"]}", {NOT_IO_WORKER}}}'
     return (
-        f"sum {without(WAIT_LABELS)} (\n  {sessions}{reads}\n)\n/\n"
-        f"sum {without(WAIT_LABELS)} (\n  {sessions}{{{ACTIVE}}}\n)"
+        f"{rec(params, 'pg_aio_target:read_wait_sessions')}\n/\n"
+        f"{rec(params, 'pg_aio_target:active_sessions')}"
     )
 
 
@@ -186,7 +180,7 @@ def slow_reads(params: Params, p: Params) -> str:
 
 def storage_saturated(params: Params, p: Params) -> Alert:
     return Alert(
-        expr=f"(\n{indent(read_wait_share(params, p))}\n) > {p['min_read_wait_share']}\n"
+        expr=f"(\n{indent(read_wait_share(params))}\n) > {p['min_read_wait_share']}\n"
         f"and\n(\n{indent(slow_reads(params, p))}\n)\nand\n{traffic_guard(params)}",
         summary="Storage of {{ $labels.target }} is saturated: reads take "
         "{{ $value | humanizePercentage }} of the sessions' active time.",
@@ -210,17 +204,16 @@ def indented(expr: str) -> str:
 
 def worker_pool_saturated(params: Params, p: Params) -> Alert:
     utilization = rec(params, "pg_aio:io_worker_utilization")
-    queue = (
-        rec(params, "pg_aio:active_sessions")
-        + f'{{wait_event_type="LWLock", wait_event="{SUBMISSION_QUEUE}"}}'
-    )
     # Busy, and I/Os waiting for a worker: one read stream keeps a pool as busy with nothing
     # queued, and more workers would not read it faster (docs/alerts.md).
     busy = (
         f"{utilization} > {p['max_utilization']}\n  and\n  "
         f"{rec(params, 'pg_aio:io_worker_queued_ios')} >= {p['min_queued_ios']}"
     )
-    queueing = f"sum {without(WAIT_LABELS)} ({queue})\n  > {p['max_submission_queue_sessions']}"
+    queueing = (
+        f"{rec(params, 'pg_aio_target:submission_queue_sessions')}\n"
+        f"  > {p['max_submission_queue_sessions']}"
+    )
     # PostgreSQL 19 grows the pool by itself while work queues: a busy pool below
     # io_max_workers is one that is growing. Its signal is the pool pinned at the ceiling
     # while reads queue; the two PostgreSQL 18 signals stay for servers without io_max_workers.

@@ -92,17 +92,23 @@ def duration(secs: float) -> str:
 
 
 def derive_windows(params: Params) -> Params:
-    """Fills in the windows left empty: the shortest a rate can have at scrape_interval (4
-    scrapes), and the 5 minutes the alerts use (field reports read latency over 5 minutes)."""
-    shortest = 4 * seconds(params["scrape_interval"])
-    alert_window = params["alert_window"] or duration(max(shortest, 300))
-    windows = params["rate_windows"] or sorted({duration(shortest), alert_window}, key=seconds)
-    return {**params, "rate_windows": windows, "alert_window": alert_window}
+    """Fills in the windows left empty: the 5 minutes the alerts use (field reports read
+    latency over 5 minutes), the only one the rate rules are recorded at, and the shortest a
+    range can have at scrape_interval (4 scrapes), that of the last scrape interval's figures."""
+    shortest = duration(4 * seconds(params["scrape_interval"]))
+    alert_window = params["alert_window"] or duration(max(seconds(shortest), 300))
+    return {
+        **params,
+        "rate_windows": params["rate_windows"] or [alert_window],
+        "alert_window": alert_window,
+        "interval_window": params["interval_window"] or shortest,
+    }
 
 
 def ranges(params: Params) -> dict[str, str]:
     """Every range the rules select over, by where it is set."""
     out = {f"rate_windows[{i}]": w for i, w in enumerate(params["rate_windows"])}
+    out["interval_window"] = params["interval_window"]
     for name, alert in params["alerts"].items():
         out |= {f"{name}.{k}": alert[k] for k in ("window", "baseline_window") if k in alert}
     return out

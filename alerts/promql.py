@@ -151,16 +151,6 @@ def io_worker_pool_share(scope: Scope) -> Formula:
     )
 
 
-def io_worker_max_utilization(scope: Scope) -> Formula:
-    """Busy io workers on average against io_max_workers, the most PostgreSQL 19 will run."""
-    return Formula(
-        "io_worker_max_utilization",
-        "average busy io workers / io_max_workers (PostgreSQL 19)",
-        f"{scope.rate('pg_aio_io_worker_busy_samples_total')}\n/\n{samples(scope)}\n/\n"
-        f"{scope.series('pg_settings_io_max_workers')}",
-    )
-
-
 def io_worker_queued_ios(scope: Scope) -> Formula:
     """I/Os handed to the io worker pool and not picked up, on average: pg_aios keeps a read
     SUBMITTED from its hand-over until a worker has done it, so the SUBMITTED handles beyond
@@ -209,19 +199,22 @@ def active_sessions(scope: Scope, *extra: str) -> Formula:
     )
 
 
+def sessions(scope: Scope, name: str, meaning: str, *extra: str) -> Formula:
+    """Average sessions of a target in the waits `extra` selects (matchers on the wait event
+    labels), summed over them: one series per target, where active_sessions has one per
+    backend type and wait event the samples have seen."""
+    return Formula(
+        name,
+        meaning,
+        f"sum {without(WAIT_LABELS)} (\n{active_sessions(scope, *extra).expr}\n)",
+    )
+
+
 def in_flight_depth(scope: Scope) -> Formula:
     return Formula(
         "in_flight_depth",
         "average AIO handles in that state (pg_aios)",
         per_sample(scope, "pg_aio_in_flight_samples_total", ("state", "operation")),
-    )
-
-
-def in_flight_bytes(scope: Scope) -> Formula:
-    return Formula(
-        "in_flight_bytes",
-        "average bytes in flight",
-        per_sample(scope, "pg_aio_in_flight_bytes_samples_total", ("operation",)),
     )
 
 

@@ -13,25 +13,25 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from alerts.promql import (
+    ACTIVE,
+    NOT_IO_WORKER,
     TARGET,
     Formula,
     Scope,
-    active_sessions,
     backend_write_share,
     by,
-    in_flight_bytes,
-    in_flight_depth,
     io_formulas,
-    io_worker_max_utilization,
     io_worker_pool_share,
     io_worker_queued_ios,
     io_worker_utilization,
     on_target,
+    sessions,
     wal_formulas,
     workload_formulas,
     write_formulas,
     write_wait_sessions,
 )
+from pg_aio_exporter.vocabulary import SUBMISSION_QUEUE
 
 if TYPE_CHECKING:
     # For the annotations only: params.py checks the parameters against alerting.py's alerts,
@@ -63,38 +63,62 @@ class Recording:
 
 
 def io_rules(params: Params, window: str) -> list[Recording]:
-    """The six pg_stat_io read rules, per (backend_type, object, context) and per target."""
+    """The six pg_stat_io read rules, per target. Not per (backend_type, object, context) row:
+    no alert reads a row, and the dashboards compute theirs from the raw series."""
     scope = Scope(params["selector"], window)
     return [
-        Recording(f"{level}:{f.name}:rate{window}", labels, f.meaning, f.expr)
-        for level, labels, per_target in (
-            ("pg_aio", "target, backend_type, object, context", False),
-            ("pg_aio_target", "target", True),
-        )
-        for f in io_formulas(scope, *relations(per_target), per_target=per_target).values()
+        Recording(f"pg_aio_target:{f.name}:rate{window}", "target", f.meaning, f.expr)
+        for f in io_formulas(scope, READ_RELATIONS, per_target=True).values()
     ]
 
 
-def relations(per_target: bool) -> tuple[str, ...]:
-    """A target's read figures leave out PostgreSQL 18's `wal` rows (WAL read by walsenders
-    and recovery, timed by track_wal_io_timing), as the report's do; the per-row rules keep
-    them, labelled."""
-    return ('object!="wal"',) if per_target else ()
+# A target's read figures leave out PostgreSQL 18's `wal` rows (WAL read by walsenders and
+# recovery, timed by track_wal_io_timing), as the report's do.
+READ_RELATIONS = 'object!="wal"'
 
 
 def sampler_rules(params: Params, window: str) -> list[Recording]:
+    """The io worker pool, and the sessions the alerts compare, summed per target: a series
+    per wait event and backend type (as many as the samples ever saw) would cost a series
+    each that no alert or panel reads."""
     scope = Scope(params["selector"], window)
+    io_waits = params["alerts"]["PgAioStorageSaturated"]["io_wait_events"]
     return [
-        Recording(f"pg_aio:{f.name}:rate{window}", labels, f.meaning, f.expr)
-        for f, labels in (
-            (io_worker_utilization(scope), "target"),
-            (io_worker_pool_share(scope), "target"),
-            (io_worker_max_utilization(scope), "target"),
-            (io_worker_queued_ios(scope), "target"),
-            (active_sessions(scope), "target, backend_type, wait_event_type, wait_event"),
-            (in_flight_depth(scope), "target, state, operation"),
-            (in_flight_bytes(scope), "target, operation"),
-        )
+        *(
+            Recording(f"pg_aio:{f.name}:rate{window}", "target", f.meaning, f.expr)
+            for f in (
+                io_worker_utilization(scope),
+                io_worker_pool_share(scope),
+                io_worker_queued_ios(scope),
+            )
+        ),
+        *(
+            Recording(f"pg_aio_target:{f.name}:rate{window}", "target", f.meaning, f.expr)
+            for f in (
+                sessions(
+                    scope,
+                    "active_sessions",
+                    "average active sessions, io workers and sleeps (Timeout waits) aside",
+                    ACTIVE,
+                ),
+                sessions(
+                    scope,
+                    "read_wait_sessions",
+                    f"average sessions, io workers aside, waiting on reads (IO/{io_waits})",
+                    'wait_event_type="IO"',
+                    f'wait_event=~"{io_waits}"',
+                    NOT_IO_WORKER,
+                ),
+                sessions(
+                    scope,
+                    "submission_queue_sessions",
+                    "average sessions waiting to hand an I/O to the io workers "
+                    f"(LWLock/{SUBMISSION_QUEUE})",
+                    'wait_event_type="LWLock"',
+                    f'wait_event="{SUBMISSION_QUEUE}"',
+                ),
+            )
+        ),
     ]
 
 
@@ -175,8 +199,8 @@ def write_rules(params: Params, window: str) -> list[Recording]:
 
 
 def interval_series(params: Params, name: str) -> str:
-    """A figure of the last scrape interval alone (irate over the shortest rate window)."""
-    return f"pg_aio_target:{name}:irate{params['rate_windows'][0]}"
+    """A figure of the last scrape interval alone (irate, over interval_window)."""
+    return f"pg_aio_target:{name}:irate{params['interval_window']}"
 
 
 def interval_rules(params: Params) -> list[Recording]:
@@ -196,8 +220,8 @@ def interval_rules(params: Params) -> list[Recording]:
     VictoriaMetrics lets it be queried (2-4 s after it arrived; no flag changes it), so each
     recorded level between the scrapes and the alert would add an evaluation interval, and
     inputs recorded apart would lapse apart. Prometheus computes the same values either way."""
-    scope = Scope(params["selector"], params["rate_windows"][0], rate_function="irate")
-    reads = io_formulas(scope, *relations(True), per_target=True)
+    scope = Scope(params["selector"], params["interval_window"], rate_function="irate")
+    reads = io_formulas(scope, READ_RELATIONS, per_target=True)
     syncs = wal_formulas(scope)
     figure = partial(interval_series, params)
     min_syncs = params["alerts"]["PgAioWalSyncLatencyHigh"]["min_syncs_per_second"]

@@ -106,21 +106,29 @@ def doc_tables(params: Params) -> str:
         "Rendered from `alerts/params.yaml` and `exporter/pg_aio_exporter/thresholds.yaml`:"
         f" selector `{params['selector']}`, scrape_interval "
         f"{params['scrape_interval']}, rate windows {', '.join(params['rate_windows'])} (the "
-        f"alerts read the `{params['alert_window']}` rules).",
+        f"alerts read the `{params['alert_window']}` rules), the last scrape interval's figures"
+        f" over {params['interval_window']}.",
         "",
         "### Windows by scrape interval",
         "",
-        "What `rate_windows` and `alert_window` become when left empty:",
+        "What `rate_windows`, `alert_window` and `interval_window` become when left empty:",
         "",
-        "| scrape_interval | rate_windows | alert_window |",
-        "|---|---|---|",
+        "| scrape_interval | rate_windows | alert_window | interval_window |",
+        "|---|---|---|---|",
     ]
     for interval in DOC_SCRAPE_INTERVALS:
         implied = derive_windows(
-            {**params, "scrape_interval": interval, "rate_windows": [], "alert_window": ""}
+            {
+                **params,
+                "scrape_interval": interval,
+                "rate_windows": [],
+                "alert_window": "",
+                "interval_window": "",
+            }
         )
         lines.append(
-            f"| {interval} | {', '.join(implied['rate_windows'])} | {implied['alert_window']} |"
+            f"| {interval} | {', '.join(implied['rate_windows'])} | {implied['alert_window']} "
+            f"| {implied['interval_window']} |"
         )
     lines += [
         "",

@@ -38,6 +38,7 @@ SHORT: dict[str, Any] = {
     "scrape_interval": "1s",
     "rate_windows": ["5s", WINDOW],
     "alert_window": WINDOW,
+    "interval_window": "5s",
     "alerts": {
         # Longer than the whole test: the baseline is the median of everything seen.
         "PgAioReadLatencyRegression": {"for": "5s", "baseline_window": "10m"},
@@ -55,11 +56,7 @@ MEASURES = (
     ("reads_per_s", f"pg_aio_target:read_ops_per_second:rate{WINDOW}"),
     ("read_size_bytes", f"pg_aio_target:read_size_bytes:rate{WINDOW}"),
     ("io_worker_utilization", f"pg_aio:io_worker_utilization:rate{WINDOW}"),
-    (
-        "sessions_waiting_on_io",
-        f'sum(pg_aio:active_sessions:rate{WINDOW}{{wait_event_type="IO",'
-        'backend_type!="io worker"})',
-    ),
+    ("sessions_waiting_on_reads", f"pg_aio_target:read_wait_sessions:rate{WINDOW}"),
 )
 STORAGE_ALERTS = {"PgAioReadLatencyRegression", "PgAioReadLatencyHigh", "PgAioStorageSaturated"}
 # The alerts a host starved of CPU can raise on healthy storage: their signals are waits, timed

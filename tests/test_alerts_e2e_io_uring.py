@@ -55,7 +55,7 @@ def test_alerts_follow_throttled_storage_under_io_uring(uring: Uring, stacks: li
         assert fast["ms_per_read"] is not None and slow["ms_per_read"] is not None, stack.name
         assert slow["ms_per_read"] > 10 * fast["ms_per_read"], stack.name
         assert slow["io_worker_utilization"] is None, f"{stack.name}: no io workers, io_uring"
-        waiting = slow["sessions_waiting_on_io"]
+        waiting = slow["sessions_waiting_on_reads"]
         assert waiting is not None and waiting > 2, stack.name
 
 

@@ -32,25 +32,24 @@ RULE_FILES = sorted(ALERTS_DIR.glob("*.yml"))
 FIXTURES = sorted((Path(__file__).parent / "rules").glob("*.yml"))
 RUNBOOKS = REPO / "docs" / "runbooks.md"
 
-# The names users build their own panels on: renaming one breaks them. The shipped windows
-# follow from scrape_interval 60s: 4 scrapes (4m) and the alerts' 5m.
-SHIPPED_WINDOWS = ("4m", "5m")
+# The names users build their own panels on: renaming one breaks them. The rate rules are
+# recorded at the alerts' 5m only; the last scrape interval's figures over 4 scrapes of the
+# shipped scrape_interval 60s (4m).
 INTERFACE = [
-    f"{level}:{name}:rate{window}"
-    for window in SHIPPED_WINDOWS
-    for level in ("pg_aio", "pg_aio_target")
-    for name in (
-        "read_ops_per_second",
-        "read_bytes_per_second",
-        "read_latency_seconds",
-        "read_seconds_per_byte",
-        "read_size_bytes",
-        "hit_ratio",
-    )
-] + [
-    f"pg_aio:{name}:rate{window}"
-    for window in SHIPPED_WINDOWS
-    for name in ("io_worker_utilization", "active_sessions", "in_flight_depth")
+    *(
+        f"pg_aio_target:{name}:rate5m"
+        for name in (
+            "read_ops_per_second",
+            "read_bytes_per_second",
+            "read_latency_seconds",
+            "read_seconds_per_byte",
+            "read_size_bytes",
+            "hit_ratio",
+            "active_sessions",
+        )
+    ),
+    "pg_aio:io_worker_utilization:rate5m",
+    "pg_aio_target:read_latency_seconds:irate4m",
 ]
 
 
@@ -206,7 +205,7 @@ def test_interface_names_exist() -> None:
         # Windowed (a rate over the window, or the last scrape interval's: irate), or without
         # a window: the regime (server version and io_method) and the storage class's limits.
         assert (
-            re.fullmatch(r"pg_aio(_target)?:[a-z_]+:i?rate(4m|5m)", name)
+            re.fullmatch(r"pg_aio(_target)?:[a-z_]+:(rate5m|irate4m)", name)
             or name == "pg_aio_target:regime"
             or re.fullmatch(r"pg_aio_target:storage_class_[a-z_]+", name)
         ), name
@@ -305,24 +304,18 @@ def test_override_renames_windows_and_keeps_docs(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("scrape_interval", "windows", "alert_window"),
-    [
-        ("10s", ["40s", "5m"], "5m"),
-        ("15s", ["1m", "5m"], "5m"),
-        ("30s", ["2m", "5m"], "5m"),
-        ("60s", ["4m", "5m"], "5m"),
-    ],
+    ("scrape_interval", "interval_window"),
+    [("10s", "40s"), ("15s", "1m"), ("30s", "2m"), ("60s", "4m")],
 )
 def test_windows_follow_the_scrape_interval(
-    tmp_path: Path,
-    scrape_interval: str,
-    windows: list[str],
-    alert_window: str,
+    tmp_path: Path, scrape_interval: str, interval_window: str
 ) -> None:
+    """The rate rules at the alerts' 5m alone, the last interval's over 4 scrapes."""
     override = tmp_path / "scrape.yaml"
     override.write_text(yaml.safe_dump({"scrape_interval": scrape_interval}))
     params = load_params([override])
-    assert (params["rate_windows"], params["alert_window"]) == (windows, alert_window)
+    windows = (params["rate_windows"], params["alert_window"], params["interval_window"])
+    assert windows == (["5m"], "5m", interval_window)
 
 
 @pytest.mark.parametrize(
@@ -336,6 +329,7 @@ def test_windows_follow_the_scrape_interval(
         ({"alerts": {"PgAioTargetDown": {"severity": "page"}}}, "severity"),
         # Empty under Prometheus 3 at 60 s scrapes: one sample in the window.
         ({"rate_windows": ["1m", "5m"], "alert_window": "5m"}, r"rate_windows\[0\] 1m holds fewer"),
+        ({"interval_window": "2m"}, "interval_window 2m holds fewer"),
         ({"alerts": {"PgAioPollsFailing": {"window": "2m"}}}, "PgAioPollsFailing.window 2m"),
         # A threshold the report's typed form cannot read (pg_aio_exporter.thresholds).
         (

@@ -5,6 +5,7 @@ on the same server (issue 46; docs/metrics.md, "What a target costs")."""
 from __future__ import annotations
 
 import subprocess
+import time
 from collections import Counter
 from collections.abc import Iterator
 
@@ -12,9 +13,10 @@ import psycopg
 import pytest
 
 from conftest import SMALL_BUFFERS
-from harness import Exporter, Samples
+from harness import REPO, Exporter, Samples, wait_for
 from pg_aio_exporter.demo.server import LocalServer, embedded_bin_dir
 from postgres_exporter import PostgresExporter
+from prometheus import Prometheus
 
 # Measured at 339-344 with these defaults (1,047-1,051 before idle pg_stat_io rows were left
 # out and the self-histograms cut to five bounds); postgres_exporter's defaults held 537 on the
@@ -128,3 +130,50 @@ def io_cells(server: LocalServer) -> dict[tuple[str, str, str], tuple[bool, int]
         )
         for row in rows
     }
+
+
+# The shipped rule files, as committed.
+RULES = sorted((REPO / "alerts").glob("pg_aio_*.yml"))
+RECORDED = '{__name__=~"pg_aio:.+|pg_aio_target:.+"}'
+# One series per recording rule and target: 49 rules (alerts/pg_aio_recording.yml), every one
+# of them per target since issue 46, so no workload can add more. Measured 34 under pgbench
+# here (the rest record nothing without pg_stat_statements, PostgreSQL 19, track_wal_io_timing
+# or checkpoints); 119 before on the same run, ~325 on a server with every pg_stat_io row out.
+RECORDED_BUDGET = 49
+
+
+def test_recorded_series_of_one_target_under_load_stay_within_the_budget(
+    server: LocalServer,
+) -> None:
+    """Every distinct series the shipped recording rules recorded for one target while it
+    served pgbench: what the rules add to a Prometheus per target, by rule."""
+    pgbench = str(embedded_bin_dir() / "pgbench")
+    subprocess.run([pgbench, "-i", "-q", "-s", "2", server.dsn()], check=True, capture_output=True)
+    ours = Exporter("--dsn", server.dsn(), "--poll-interval", "1s")
+    prometheus = Prometheus([f"127.0.0.1:{ours.port}"], RULES)
+    start = time.time()
+    load = subprocess.Popen(
+        [pgbench, "-c", "4", "-T", "10", server.dsn()],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert load.wait(timeout=40) == 0
+        wait_for(
+            lambda: prometheus.query("pg_aio_target:write_ops_per_second:rate5m > 0"),
+            20,
+            "the recording rules to see the load's writes",
+        )
+        found = prometheus.api("series", **{"match[]": RECORDED, "start": str(start)})
+    finally:
+        load.kill()
+        prometheus.stop()
+        ours.stop()
+    recorded = Counter(str(s["__name__"]) for s in found)
+    total = sum(recorded.values())
+    largest = ", ".join(f"{name} {n}" for name, n in recorded.most_common(10))
+    print(f"[recorded series] {total} by {len(recorded)} rules; largest: {largest}")
+    print("\n".join(f"  {name} {n}" for name, n in sorted(recorded.items())))
+    assert total <= RECORDED_BUDGET, (
+        f"{total} recorded series (budget {RECORDED_BUDGET}): {largest}"
+    )

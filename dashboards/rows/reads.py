@@ -15,7 +15,8 @@ def panels(g: Grid) -> list[Item]:
         g.place(
             graph(
                 "Read wait per operation",
-                f"read_time / reads {OVER} (as pg_aio:read_latency_seconds): how long a "
+                f"read_time / reads {OVER} "
+                "(as pg_aio_target:read_latency_seconds, per row): how long a "
                 "backend waited per read operation. Under AIO this is wait time, not device "
                 "time. On PostgreSQL 18 one operation covers up to io_combine_limit blocks, so "
                 "this rises after a 17 -> 18 upgrade with no storage change: judge storage by "
@@ -30,7 +31,9 @@ def panels(g: Grid) -> list[Item]:
             graph(
                 "Read wait per MiB",
                 f"read_time / read_bytes {OVER}, scaled to one MiB "
-                "(as pg_aio:read_seconds_per_byte x 2^20). Independent of how many blocks each "
+                ""
+                "(as pg_aio_target:read_seconds_per_byte x 2^20, per row). "
+                "Independent of how many blocks each "
                 "read combines, hence comparable across PostgreSQL 17 and 18 and across "
                 "io_method settings.",
                 [Q(io_figure("read_seconds_per_byte", scale=MIB), ROW_LEGEND)],
@@ -42,7 +45,7 @@ def panels(g: Grid) -> list[Item]:
         g.place(
             graph(
                 "Average read size",
-                f"read_bytes / reads {OVER} (as pg_aio:read_size_bytes), dashed: "
+                f"read_bytes / reads {OVER} (as pg_aio_target:read_size_bytes, per row), dashed: "
                 "io_combine_limit. 8 KiB means no combining (random access, or PostgreSQL 17); "
                 "sequential scans on 18 approach io_combine_limit.",
                 [
@@ -58,7 +61,8 @@ def panels(g: Grid) -> list[Item]:
         g.place(
             graph(
                 "Buffer hit ratio",
-                f"hits / (hits + blocks read) {OVER} (as pg_aio:hit_ratio), blocks read = "
+                f"hits / (hits + blocks read) {OVER} "
+                "(as pg_aio_target:hit_ratio, per row), blocks read = "
                 "bytes read / block_size: on 18 one read covers many blocks. Near 100% almost "
                 "nothing is read from storage, so io_method and AIO settings cannot matter "
                 "much for that row.",

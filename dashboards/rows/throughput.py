@@ -15,7 +15,8 @@ def panels(g: Grid) -> list[Item]:
         g.place(
             graph(
                 "Read operations per second",
-                f"Read operations per second {OVER} (as pg_aio:read_ops_per_second). After "
+                f"Read operations per second {OVER} "
+                "(as pg_aio_target:read_ops_per_second, per row). After "
                 "a 17 -> 18 upgrade this falls for the same bytes read because reads are "
                 "combined: read throughput next to it is the like-for-like figure.",
                 [Q(io_figure("read_ops_per_second"), ROW_LEGEND)],
@@ -28,7 +29,9 @@ def panels(g: Grid) -> list[Item]:
             graph(
                 "Read throughput",
                 f"Bytes read from outside shared buffers per second {OVER} "
-                "(as pg_aio:read_bytes_per_second). Compare with the volume's throughput limit "
+                ""
+                "(as pg_aio_target:read_bytes_per_second, per row). "
+                "Compare with the volume's throughput limit "
                 "(cloud volumes often cap it).",
                 [Q(io_figure("read_bytes_per_second"), ROW_LEGEND)],
                 "Bps",

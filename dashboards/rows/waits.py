@@ -18,7 +18,9 @@ GRAPHS = (
     Graph(
         "Active sessions by wait event",
         f"Average active sessions in each wait event {OVER} "
-        "(as pg_aio:active_sessions, sampled from pg_stat_activity; CPU = running). "
+        ""
+        "(as pg_aio_target:active_sessions, per wait, "
+        "sampled from pg_stat_activity; CPU = running). "
         "IO/AioIoCompletion: waiting for an io worker or the kernel to finish a read; "
         "IO/DataFileRead in a client backend: a synchronous read; "
         "LWLock/AioWorkerSubmissionQueue: contention on the io worker queue; "
@@ -109,7 +111,7 @@ GRAPHS = (
     ),
     Graph(
         "In-flight AIO depth",
-        f"Average AIO handles in each state {OVER} (as pg_aio:in_flight_depth, "
+        f"Average AIO handles in each state {OVER} ("
         "sampled from pg_aios), stacked; dashed: the most seen in one sample during "
         "the last poll interval (pg_aio_in_flight_max). Depth near io_max_concurrency "
         "x sessions means backends queue I/O faster than storage completes it. On fast "
