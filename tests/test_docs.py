@@ -152,3 +152,33 @@ def test_the_collectors_that_can_be_turned_off_are_listed_whole() -> None:
     names = re.compile(r"`([a-z_]+)`")
     assert names.findall(readme.split("turn one view off:")[1].split("(")[0]) == registry.names()
     assert names.findall(section.split("Names:")[1]) == registry.names()
+
+
+# A recorded series named with its window (`pg_aio_target:read_size_bytes:rate5m`): the form
+# a user copies into a query. performance.md records measurements of rules since renamed.
+RECORDED_QUERY = re.compile(r"\bpg_aio(?:_target)?:\w+:i?rate\d+[smh]\b")
+
+
+def test_queries_in_the_docs_and_dashboards_name_recording_rules_that_are_shipped() -> None:
+    """A query a user copies from the runbooks, docs or a dashboard reads a series the shipped
+    rules record (issue 46 cut the per-row and per-wait-event rules: their queries read the raw
+    counters now)."""
+    shipped = {
+        rule["record"]
+        for path in sorted((REPO / "alerts").glob("pg_aio_*.yml"))
+        for group in yaml.safe_load(path.read_text())["groups"]
+        for rule in group["rules"]
+        if "record" in rule
+    }
+    readers = [
+        *(p for p in sorted(DOCS.glob("*.md")) if p.name != "performance.md"),
+        REPO / "README.md",
+        *sorted((REPO / "dashboards").glob("*.json")),
+    ]
+    missing = {
+        f"{path.name}: {name}"
+        for path in readers
+        for name in RECORDED_QUERY.findall(path.read_text())
+        if name not in shipped
+    }
+    assert not missing, sorted(missing)
