@@ -141,7 +141,7 @@ def test_image_size_is_the_base_plus_the_venv(image: str) -> None:
     size = inspect("image", image)["Size"]
     base = inspect("image", inspect("image", image)["Labels"]["org.opencontainers.image.base.name"])
     added_mb = (size - base["Size"]) / 1e6
-    # The venv: psycopg-binary with its libpq and OpenSSL, bcrypt, PyYAML, prometheus_client.
+    # The venv: psycopg-binary with its libpq and OpenSSL, bcrypt, PyYAML.
     assert 10 < added_mb < 30, added_mb
     assert size / 1e6 < 250, size
 

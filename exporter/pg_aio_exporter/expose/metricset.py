@@ -1,27 +1,16 @@
 """The families one poll or sample of one target produces, with the target's labels on each.
 
-Samples are rendered to exposition text as they are added, byte for byte what
-prometheus_client's generate_latest writes: each poll or sample is formatted once, and the
-/metrics body is assembled from these texts without formatting anything again.
+Samples are rendered to exposition text as they are added, as prometheus_client's
+generate_latest writes them (the daemon does not import it: see process.py): each poll or
+sample is formatted once, and the /metrics body is assembled from these texts without
+formatting anything again.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
-
-from prometheus_client.openmetrics.exposition import escape_label_name
-from prometheus_client.utils import floatToGoString
-
-_label_names: dict[str, str] = {}
-
-
-def _label_name(name: str) -> str:
-    # The few label names repeat on every sample: escape each once.
-    escaped = _label_names.get(name)
-    if escaped is None:
-        escaped = _label_names[name] = escape_label_name(name)
-    return escaped
 
 
 def _label_value(value: str) -> str:
@@ -32,7 +21,8 @@ def series(name: str, labels: Mapping[str, str]) -> str:
     """`name{a="x",b="y"} ` (labels sorted by name, as generate_latest does), before a value."""
     if not labels:
         return f"{name} "
-    pairs = ",".join(f'{_label_name(k)}="{_label_value(v)}"' for k, v in sorted(labels.items()))
+    # Label names are the collectors' own, all legal as they are (docs/metrics.md).
+    pairs = ",".join(f'{k}="{_label_value(v)}"' for k, v in sorted(labels.items()))
     return f"{name}{{{pairs}}} "
 
 
@@ -45,9 +35,21 @@ def header(name: str, doc: str, kind: str) -> bytes:
 
 
 def number(value: float) -> str:
-    """A sample value or `le` bound as Go (hence Prometheus) writes it."""
-    text: str = floatToGoString(value)  # type: ignore[no-untyped-call]
-    return text
+    """A sample value or `le` bound as prometheus_client writes it: Python's shortest repr,
+    but with an exponent from 1e+06 up (1.234567e+06, where repr writes 1234567.0), where Go's
+    and Prometheus' formatting switch to one. From 1e+10 the exponent is Go's (1e+10), where
+    prometheus_client writes 1e+010."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    text = repr(float(value))
+    whole, dot, fraction = text.partition(".")
+    if value <= 0 or not dot or len(whole) < 7:
+        return text
+    digits = (whole + fraction).rstrip("0")
+    mantissa = digits[0] + ("." + digits[1:] if digits[1:] else "")
+    return f"{mantissa}e+{len(whole) - 1:02d}"
 
 
 def value(amount: float) -> str:

@@ -13,9 +13,8 @@ from __future__ import annotations
 import bisect
 import platform
 
-from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
-
 from pg_aio_exporter import __version__
+from pg_aio_exporter.expose import process
 from pg_aio_exporter.expose.metricset import header, number, series, value
 
 # The `kind` values of pg_aio_exporter_poll_errors_total: poll/errors.py tells them apart, and
@@ -176,9 +175,6 @@ class Histogram(_Family):
 
 class SelfMetrics:
     def __init__(self) -> None:
-        # process_* (CPU, memory, fds) change at every render anyway: prometheus_client's own.
-        self._process = CollectorRegistry(auto_describe=False)
-        ProcessCollector(registry=self._process)
         build = Gauge(
             "pg_aio_exporter_build_info", "Exporter build; value 1.", ("version", "python_version")
         )
@@ -266,6 +262,7 @@ class SelfMetrics:
 
     def render(self) -> list[bytes]:
         """The exposition text, in chunks."""
-        return [generate_latest(self._process)] + [
+        # process_* (CPU, memory, fds) change at every render anyway: read each time.
+        return [process.render()] + [
             chunk for family in self._families for chunk in family.chunks()
         ]
