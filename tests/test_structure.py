@@ -440,8 +440,8 @@ main(sys.argv[2:])
 
 def test_the_daemon_does_not_import_the_report_or_the_demo() -> None:
     """The exporter, serving (its first poll failed: no server on the port), has loaded no
-    report or demo module: they are imported where they run; nor prometheus_client, 2.9 MB of
-    RSS for what expose/ writes itself (docs/performance.md)."""
+    report or demo module: they are imported where they run; nor prometheus_client, whose
+    process_* and formatting expose/ does itself (docs/performance.md)."""
     port = free_port()
     result = subprocess.run(
         [
