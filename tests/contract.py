@@ -89,7 +89,8 @@ GROUPS = {
 }
 
 _ROW = re.compile(r"^\|(?P<names>[^|]*)\|(?P<meaning>[^|]*)")
-_NAME = re.compile(r"`(pg_[a-z0-9_]+)")
+# A metric's name, not a recording rule's (`pg_aio_target:read_*`: a colon after the prefix).
+_NAME = re.compile(r"`(pg_[a-z0-9_]+)(?![a-z0-9_:])")
 
 
 # The sections of docs/metrics.md whose series the exporter counts itself: they never go back
