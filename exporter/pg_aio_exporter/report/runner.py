@@ -47,7 +47,7 @@ PROGRESS_EVERY = 1.0
 STATS_FLUSH = 1.1
 
 Progress = Callable[[float, int], None]  # seconds left, samples taken
-Count = TypeVar("Count", int, float)  # what in_spans picks out: transactions, seconds
+Point = TypeVar("Point")  # what in_spans picks out: transactions, sessions
 
 
 # What a failed connection was, by the worker's error kind; anything else: unreachable.
@@ -243,10 +243,8 @@ class WorkloadWindow:
         self.work: list[tuple[DatabaseWork, float]] = []  # every read
         self.own: list[tuple[float, int]] = []  # per round trip: when it ended, its transactions
         self.own_time: list[tuple[float, float]] = []  # per round trip: when it ended, how long
-        self.sessions: list[tuple[float, int]] = []  # per sample: when, client sessions working
-        self.connected: list[tuple[float, int]] = []  # per sample: when, client sessions connected
-        # per sample: when, client sessions idle inside a transaction
-        self.in_transaction: list[tuple[float, int]] = []
+        # Per sample: when, and client sessions working, connected, idle inside a transaction.
+        self.sessions: list[tuple[float, tuple[int, int, int]]] = []
 
     def observe_statements(self, seen: Statements) -> None:
         self.last, self.hidden = seen.by_key, seen.hidden
@@ -261,9 +259,7 @@ class WorkloadWindow:
         self.own_time.append((ended, seconds))
 
     def observe_sample(self, at: float, working: int, connected: int, in_transaction: int) -> None:
-        self.sessions.append((at, working))
-        self.connected.append((at, connected))
-        self.in_transaction.append((at, in_transaction))
+        self.sessions.append((at, (working, connected, in_transaction)))
 
     def statement_deltas(self) -> dict[pg_stat_statements.StatementKey, StatementWindow] | None:
         """Each statement's counts over the window, the KEPT that took most time; a statement
@@ -313,9 +309,14 @@ class WorkloadWindow:
         segments = self.segments()
         seconds = sum(until - at for at, until, _ in segments)
         spans = [(a, u) for a, u, _ in segments]
-        within = in_spans(self.sessions, spans)
-        connected = in_spans(self.connected, spans)
-        in_transaction = in_spans(self.in_transaction, spans)
+        sampled = in_spans(self.sessions, spans)
+        within = [working for working, _, _ in sampled]
+        # Averages over the samples of client sessions working, connected, in a transaction.
+        means: list[float | None] = (
+            [sum(column) / len(sampled) for column in zip(*sampled, strict=True)]
+            if sampled
+            else [None, None, None]
+        )
         transactions = blocks = None
         if segments:
             own = sum(in_spans(self.own, spans))
@@ -328,11 +329,9 @@ class WorkloadWindow:
             statements=self.statement_deltas(),
             transactions=transactions,
             blocks=blocks,
-            client_sessions=sum(within) / len(within) if within else None,
-            connected_sessions=sum(connected) / len(connected) if connected else None,
-            in_transaction_sessions=(
-                sum(in_transaction) / len(in_transaction) if in_transaction else None
-            ),
+            client_sessions=means[0],
+            connected_sessions=means[1],
+            in_transaction_sessions=means[2],
             statements_note=note,
             sampled_sessions=float(sum(within)),
             session_batches=batch_means(within),
@@ -376,8 +375,8 @@ def _span_of(starts: list[float], spans: Sequence[tuple[float, float]], t: float
 
 
 def in_spans(
-    points: Sequence[tuple[float, Count]], spans: Sequence[tuple[float, float]]
-) -> list[Count]:
+    points: Sequence[tuple[float, Point]], spans: Sequence[tuple[float, float]]
+) -> list[Point]:
     """The counts of the points (when, count) that fall in a span (from, until], for spans in
     time order that do not overlap (the reads' pairs): each point is looked up by bisection,
     so a 24 h window sampled every second is not compared with each of its polls."""
