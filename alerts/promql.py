@@ -199,15 +199,14 @@ def active_sessions(scope: Scope, *extra: str) -> Formula:
     )
 
 
-def sessions(scope: Scope, name: str, meaning: str, *extra: str) -> Formula:
+def sessions(
+    scope: Scope, name: str, meaning: str, *extra: str, grouping: str = without(WAIT_LABELS)
+) -> Formula:
     """Average sessions of a target in the waits `extra` selects (matchers on the wait event
     labels), summed over them: one series per target, where active_sessions has one per
-    backend type and wait event the samples have seen."""
-    return Formula(
-        name,
-        meaning,
-        f"sum {without(WAIT_LABELS)} (\n{active_sessions(scope, *extra).expr}\n)",
-    )
+    backend type and wait event the samples have seen; or summed by `grouping` (a `by (...)`
+    or `without (...)` clause)."""
+    return Formula(name, meaning, f"sum {grouping} (\n{active_sessions(scope, *extra).expr}\n)")
 
 
 def in_flight_depth(scope: Scope) -> Formula:
@@ -353,16 +352,12 @@ def write_wait_sessions(
     """Average sessions (io workers aside) waiting on writes: the IO wait events `io_events`
     and the LWLock waits `lock_events` (regexes), summed per target or by `grouping` (a
     `by (...)` or `without (...)` clause)."""
-    waits = per_sample(
+    return sessions(
         scope,
-        "pg_aio_wait_event_samples_total",
-        WAIT_LABELS,
+        "write_wait_sessions",
+        "average sessions waiting on writes (IO write and WAL waits, LWLock WALWrite)",
         NOT_IO_WORKER,
         f'wait_event=~"{io_events}|{lock_events}"',
         'wait_event_type=~"IO|LWLock"',
-    )
-    return Formula(
-        "write_wait_sessions",
-        "average sessions waiting on writes (IO write and WAL waits, LWLock WALWrite)",
-        f"sum {grouping} (\n{waits}\n)",
+        grouping=grouping,
     )
